@@ -1,0 +1,231 @@
+//! The accountant: successive snapshots in, frames out.
+//!
+//! It keeps the previous cumulative counters of every live thread (for interval deltas) and the
+//! totals of threads that have exited (so a process's total survives its threads), and folds
+//! threads into processes unless per-thread rows are asked for.
+
+use std::collections::HashMap;
+
+use crate::counters::{Counters, CpuCounters, NR_SOFTIRQS};
+use crate::filter::Filter;
+use crate::frame::{CpuRow, Frame, Row, SelfUsage, SyscallRow};
+use crate::snapshot::{Snapshot, ThreadSample};
+
+/// Most syscall rows a frame carries (highest counts first).
+const MAX_SYSCALL_ROWS: usize = 64;
+
+#[derive(Default)]
+struct DeadThreads {
+    total: Counters,
+    threads: u32,
+}
+
+pub struct Accountant {
+    per_thread: bool,
+    filter: Filter,
+    prev_mono_ns: u64,
+    prev_threads: HashMap<u32, Counters>,
+    prev_cpus: HashMap<u32, CpuCounters>,
+    dead: HashMap<u32, DeadThreads>,
+}
+
+impl Accountant {
+    /// `attach_mono_ns` is when counting started (CLOCK_MONOTONIC): the first frame covers the
+    /// time since then.
+    pub fn new(per_thread: bool, filter: Filter, attach_mono_ns: u64) -> Self {
+        Accountant {
+            per_thread,
+            filter,
+            prev_mono_ns: attach_mono_ns,
+            prev_threads: HashMap::new(),
+            prev_cpus: HashMap::new(),
+            dead: HashMap::new(),
+        }
+    }
+
+    /// Turns the next snapshot into a frame.
+    pub fn update(&mut self, snap: &Snapshot, self_usage: SelfUsage) -> Frame {
+        let interval_ns = snap.mono_ns.saturating_sub(self.prev_mono_ns).max(1);
+        self.prev_mono_ns = snap.mono_ns;
+        let pct = |ns: u64| ns as f64 * 100.0 / interval_ns as f64;
+
+        let threads: Vec<(&ThreadSample, Counters, Counters)> = snap
+            .threads
+            .iter()
+            .map(|t| {
+                let prev = self.prev_threads.get(&t.tid).copied().unwrap_or_default();
+                let total = t.counters.max(&prev);
+                (t, total, total.since(&prev))
+            })
+            .collect();
+        for (t, total, _) in &threads {
+            if t.exited {
+                self.prev_threads.remove(&t.tid);
+            } else {
+                self.prev_threads.insert(t.tid, *total);
+            }
+        }
+
+        let mut rows = if self.per_thread {
+            threads
+                .iter()
+                .map(|(t, total, delta)| thread_row(t, *total, *delta))
+                .collect()
+        } else {
+            self.process_rows(&threads)
+        };
+        rows.retain(|r| self.filter.keeps(r.pid, r.tid, &r.comm, r.cgroup_id));
+        for r in &mut rows {
+            r.cpu_pct = pct(r.delta.on_cpu_ns());
+            r.irq_billed_pct = pct(r.delta.irq_billed_ns());
+            if snap.split_modes {
+                r.user_pct = Some(pct(r.delta.user_ns));
+                r.sys_pct = Some(pct(r.delta.sys_ns));
+            }
+        }
+        rows.sort_by(|a, b| {
+            b.delta
+                .on_cpu_ns()
+                .cmp(&a.delta.on_cpu_ns())
+                .then(b.total.on_cpu_ns().cmp(&a.total.on_cpu_ns()))
+                .then(a.pid.cmp(&b.pid))
+                .then(a.tid.cmp(&b.tid))
+        });
+
+        Frame {
+            unix_s: snap.unix_s,
+            interval_s: interval_ns as f64 / 1e9,
+            per_thread: self.per_thread,
+            split_modes: snap.split_modes,
+            cpus: self.cpu_rows(snap),
+            syscalls: self.syscall_rows(snap, &rows),
+            rows,
+            lost: snap.lost,
+            progs: snap.progs.clone(),
+            self_usage,
+        }
+    }
+
+    fn process_rows(&mut self, threads: &[(&ThreadSample, Counters, Counters)]) -> Vec<Row> {
+        let mut by_pid: HashMap<u32, (Row, bool)> = HashMap::new();
+        for (t, total, delta) in threads {
+            let (row, live) = by_pid.entry(t.pid).or_insert_with(|| {
+                (
+                    Row {
+                        pid: t.pid,
+                        comm: t.comm.clone(),
+                        ..Row::default()
+                    },
+                    false,
+                )
+            });
+            row.total.add(total);
+            row.delta.add(delta);
+            row.threads += 1;
+            if !t.exited {
+                *live = true;
+            }
+            // The main thread names the process and carries its parent and cgroup.
+            if t.tid == t.pid || row.ppid == 0 {
+                row.comm = t.comm.clone();
+                row.ppid = t.ppid;
+                row.cgroup_id = t.cgroup_id;
+            }
+        }
+        let rows: Vec<Row> = by_pid
+            .into_values()
+            .map(|(mut row, live)| {
+                // Threads that exited in earlier frames still count in the process's total.
+                if let Some(d) = self.dead.get(&row.pid) {
+                    row.total.add(&d.total);
+                    row.threads += d.threads;
+                }
+                row.exited = !live;
+                row
+            })
+            .collect();
+        for (t, total, _) in threads.iter().filter(|(t, _, _)| t.exited) {
+            let d = self.dead.entry(t.pid).or_default();
+            d.total.add(total);
+            d.threads += 1;
+        }
+        for row in rows.iter().filter(|r| r.exited) {
+            self.dead.remove(&row.pid);
+        }
+        rows
+    }
+
+    fn cpu_rows(&mut self, snap: &Snapshot) -> Vec<CpuRow> {
+        snap.cpus
+            .iter()
+            .map(|c| {
+                let prev = self.prev_cpus.insert(c.cpu, *c).unwrap_or(CpuCounters {
+                    cpu: c.cpu,
+                    ..Default::default()
+                });
+                let d = |now: u64, then: u64| now.saturating_sub(then);
+                let idle = d(c.idle_ns, prev.idle_ns);
+                let task = d(c.task_ns, prev.task_ns);
+                let hard = d(c.hardirq_ns, prev.hardirq_ns);
+                let mut soft = [0u64; NR_SOFTIRQS];
+                for (i, s) in soft.iter_mut().enumerate() {
+                    *s = d(c.softirq_ns[i], prev.softirq_ns[i]);
+                }
+                // The CPU's four parts add up to the time it has been watched; before its first
+                // event that is less than the interval, so shares are of what was measured.
+                let measured = (idle + task + hard + soft.iter().sum::<u64>()).max(1);
+                let denom = measured as f64;
+                let p = |ns: u64| ns as f64 * 100.0 / denom;
+                CpuRow {
+                    cpu: c.cpu,
+                    busy_pct: p(task),
+                    idle_pct: p(idle),
+                    irq_pct: p(hard),
+                    softirq_pct: p(soft.iter().sum()),
+                    softirq_pct_by_vec: soft.map(p),
+                    total: *c,
+                }
+            })
+            .collect()
+    }
+
+    fn syscall_rows(&self, snap: &Snapshot, rows: &[Row]) -> Vec<SyscallRow> {
+        let shown: std::collections::HashSet<u32> = rows.iter().map(|r| r.pid).collect();
+        let mut out: Vec<SyscallRow> = snap
+            .syscalls
+            .iter()
+            .filter(|s| shown.contains(&s.pid))
+            .map(|s| SyscallRow {
+                pid: s.pid,
+                nr: s.nr,
+                name: s.name.clone(),
+                count: s.count,
+                total_ns: s.total_ns,
+                errors: s.errors,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(a.pid.cmp(&b.pid))
+                .then(a.nr.cmp(&b.nr))
+        });
+        out.truncate(MAX_SYSCALL_ROWS);
+        out
+    }
+}
+
+fn thread_row(t: &ThreadSample, total: Counters, delta: Counters) -> Row {
+    Row {
+        pid: t.pid,
+        tid: Some(t.tid),
+        ppid: t.ppid,
+        comm: t.comm.clone(),
+        cgroup_id: t.cgroup_id,
+        threads: 1,
+        exited: t.exited,
+        total,
+        delta,
+        ..Row::default()
+    }
+}

@@ -1,0 +1,91 @@
+//! A frame: what one refresh of `pkprof top` shows, independent of how it is rendered.
+
+use serde::Serialize;
+
+use crate::counters::{Counters, CpuCounters, LostCounters, NR_SOFTIRQS};
+
+/// One process (or thread with per-thread rows) in a frame.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Row {
+    pub pid: u32,
+    /// Set on per-thread rows.
+    pub tid: Option<u32>,
+    pub ppid: u32,
+    pub comm: String,
+    pub cgroup_id: u64,
+    /// Threads seen in this process since attach (1 on per-thread rows).
+    pub threads: u32,
+    /// The process (or thread) has exited; this is its last row.
+    pub exited: bool,
+    /// Share of one CPU over the interval, in percent (100 = one CPU busy the whole interval).
+    pub cpu_pct: f64,
+    /// Present only when user/sys is measured (syscall mode).
+    pub user_pct: Option<f64>,
+    pub sys_pct: Option<f64>,
+    /// Interrupt work Linux billed to this row over the interval, percent of one CPU.
+    pub irq_billed_pct: f64,
+    /// Over the interval.
+    pub delta: Counters,
+    /// Cumulative since attach (exited threads included).
+    pub total: Counters,
+}
+
+/// One CPU over the interval; busy + idle + irq + softirq = 100.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CpuRow {
+    pub cpu: u32,
+    pub busy_pct: f64,
+    pub idle_pct: f64,
+    pub irq_pct: f64,
+    pub softirq_pct: f64,
+    pub softirq_pct_by_vec: [f64; NR_SOFTIRQS],
+    /// Cumulative since attach.
+    pub total: CpuCounters,
+}
+
+/// Exact syscall statistics for one process and syscall (syscall mode).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SyscallRow {
+    pub pid: u32,
+    pub nr: u32,
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub errors: u64,
+}
+
+/// Run-time statistics of one of pkprof's BPF programs, from the kernel.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ProgStat {
+    pub name: String,
+    /// Total run time; 0 unless BPF stats are enabled (`--bpf-stats`).
+    pub run_ns: u64,
+    pub run_cnt: u64,
+    pub recursion_misses: u64,
+}
+
+/// pkprof's own cost so far.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SelfUsage {
+    /// pkprof's user + system CPU over the interval, percent of one CPU.
+    pub cpu_pct: f64,
+    pub rss_bytes: u64,
+}
+
+/// Everything one refresh shows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Frame {
+    pub unix_s: f64,
+    pub interval_s: f64,
+    pub per_thread: bool,
+    /// Whether USER%/SYS% are measured; when false they are absent, not guessed.
+    pub split_modes: bool,
+    pub cpus: Vec<CpuRow>,
+    /// Sorted by `cpu_pct`, highest first.
+    pub rows: Vec<Row>,
+    pub syscalls: Vec<SyscallRow>,
+    /// Cumulative lost-event counters since attach.
+    pub lost: LostCounters,
+    pub progs: Vec<ProgStat>,
+    pub self_usage: SelfUsage,
+}

@@ -1,0 +1,45 @@
+//! One read of the kernel side's state, in plain Rust types (filled in by `pkprof-collect`).
+
+use crate::counters::{Counters, CpuCounters, LostCounters};
+use crate::frame::ProgStat;
+
+/// One thread's cumulative counters since attach, including the slice still running at read time.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadSample {
+    pub tid: u32,
+    pub pid: u32,
+    pub ppid: u32,
+    pub cgroup_id: u64,
+    pub comm: String,
+    pub counters: Counters,
+    /// The thread has exited: this is its final read, it will not appear again.
+    pub exited: bool,
+}
+
+/// Exact syscall count and time of one process for one syscall (syscall mode).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SyscallCount {
+    pub pid: u32,
+    pub nr: u32,
+    /// Name for this architecture, or `syscall_NR` when unknown.
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub errors: u64,
+}
+
+/// Everything read from the kernel at one instant.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// CLOCK_MONOTONIC of the read, the clock BPF's `bpf_ktime_get_ns` uses.
+    pub mono_ns: u64,
+    /// Wall-clock time of the read, seconds since the Unix epoch.
+    pub unix_s: f64,
+    pub threads: Vec<ThreadSample>,
+    pub cpus: Vec<CpuCounters>,
+    pub lost: LostCounters,
+    /// Whether user/sys time is measured (syscall tracepoints attached).
+    pub split_modes: bool,
+    pub syscalls: Vec<SyscallCount>,
+    pub progs: Vec<ProgStat>,
+}

@@ -1,0 +1,31 @@
+//! Batch output: text frames like `top -b`, or JSON lines, on stdout.
+
+use std::io::Write;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use pkprof_accounting::Frame;
+
+use super::TopOptions;
+use crate::signals;
+
+pub fn run(opts: &TopOptions, frames: &Receiver<Arc<Frame>>) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let mut shown = 0u64;
+    for frame in frames.iter() {
+        let text = if opts.json {
+            pkprof_live::json::render(&frame) + "\n"
+        } else {
+            pkprof_live::text::render(&frame, opts.max_rows) + "\n"
+        };
+        out.write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .context("writing to stdout")?;
+        shown += 1;
+        if opts.iterations.is_some_and(|n| shown >= n) || signals::stop_requested() {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! The plain options of `pkprof top`, and their checks that need the system (regex, cgroup, PIDs).
+
+use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use pkprof_accounting::Filter;
+use pkprof_collect::CollectorOptions;
+
+#[derive(Clone, Debug)]
+pub struct TopOptions {
+    pub delay: Duration,
+    pub batch: bool,
+    pub json: bool,
+    pub iterations: Option<u64>,
+    pub per_thread: bool,
+    pub max_rows: Option<usize>,
+    pub pids: Vec<u32>,
+    pub comm: Option<String>,
+    pub cgroup: Option<PathBuf>,
+    pub syscalls: bool,
+    pub max_threads: u32,
+    pub bpf_stats: bool,
+    pub listen: Option<SocketAddr>,
+    pub allow_remote: bool,
+    pub udp: Option<String>,
+    pub metrics_top: usize,
+}
+
+impl TopOptions {
+    pub fn collector(&self) -> CollectorOptions {
+        CollectorOptions {
+            syscalls: self.syscalls,
+            max_threads: self.max_threads,
+            bpf_stats: self.bpf_stats,
+        }
+    }
+
+    /// Builds the row filter; a bad regex, a missing cgroup or a PID that does not exist is an error.
+    pub fn filter(&self) -> Result<Filter> {
+        for pid in &self.pids {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                bail!("no process with PID {pid}");
+            }
+        }
+        let comm = match &self.comm {
+            Some(re) => Some(
+                regex::Regex::new(re)
+                    .with_context(|| format!("--comm {re:?} is not a valid regular expression"))?,
+            ),
+            None => None,
+        };
+        let cgroup_ids = match &self.cgroup {
+            Some(path) => vec![cgroup_id(path)?],
+            None => Vec::new(),
+        };
+        Ok(Filter {
+            pids: self.pids.clone(),
+            comm,
+            cgroup_ids,
+        })
+    }
+}
+
+/// A cgroup v2 directory's id is its inode number (what bpf_get_current_cgroup_id returns).
+/// A path relative to the cgroup root (`system.slice/x.service`) is accepted too.
+fn cgroup_id(path: &Path) -> Result<u64> {
+    let full = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        Path::new("/sys/fs/cgroup").join(path)
+    };
+    let meta =
+        std::fs::metadata(&full).with_context(|| format!("cgroup {} not found", full.display()))?;
+    if !meta.is_dir() {
+        bail!("cgroup {} is not a directory", full.display());
+    }
+    Ok(meta.ino())
+}

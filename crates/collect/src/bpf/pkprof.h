@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Every record that crosses the kernel/user boundary, defined once.
+ *
+ * The BPF programs include this header; Rust sees the same layouts through the types that
+ * libbpf-cargo generates from the programs' BTF (crates/collect/src/skel.rs). Do not copy a struct
+ * from here into a #[repr(C)] twin on the Rust side.
+ */
+#ifndef PKPROF_H
+#define PKPROF_H
+
+#define PKPROF_COMM_LEN 16
+/* HI, TIMER, NET_TX, NET_RX, BLOCK, IRQ_POLL, TASKLET, SCHED, HRTIMER, RCU */
+#define PKPROF_NR_SOFTIRQS 10
+/* Context nesting kept per CPU: task -> softirq -> hard IRQ, with one spare level. */
+#define PKPROF_CTX_DEPTH 4
+
+/* What a CPU is doing right now (the "served" register of the design notes). */
+enum pkprof_ctx {
+	PKPROF_CTX_TASK = 0,
+	PKPROF_CTX_HARDIRQ = 1,
+	PKPROF_CTX_SOFTIRQ = 2,
+};
+
+/* User/kernel mode of a thread, known only with the syscall tracepoints attached. */
+enum pkprof_mode {
+	PKPROF_MODE_UNKNOWN = 0,
+	PKPROF_MODE_USER = 1,
+	PKPROF_MODE_SYS = 2,
+};
+
+/*
+ * Time and event counters charged to one thread while it was the CPU's current task.
+ * task_ns is the thread's own time; hardirq_ns and softirq_ns are interrupt work that ran while it
+ * was current, which Linux bills to it. With the syscall tracepoints, task_ns is split further into
+ * user_ns + sys_ns + unsplit_ns (unsplit: mode not yet known since attach).
+ */
+struct pkprof_acc {
+	__u64 task_ns;
+	__u64 hardirq_ns;
+	__u64 softirq_ns[PKPROF_NR_SOFTIRQS];
+	__u64 user_ns;
+	__u64 sys_ns;
+	__u64 unsplit_ns;
+	__u64 syscalls;
+	__u64 faults;
+	__u64 switches;
+};
+
+/* Value of the `threads` hash map, keyed by thread id (kernel pid). */
+struct pkprof_thread {
+	__u32 pid;  /* thread group id: the process */
+	__u32 ppid; /* parent's thread group id, when the fork was seen; else 0 */
+	__u64 cgroup_id;
+	__u64 start_ns; /* first seen (ktime) */
+	__u64 exit_ns;  /* ktime of sched_process_exit, 0 while alive */
+	char comm[PKPROF_COMM_LEN];
+	struct pkprof_acc acc;
+	/* Saved per-thread registers of syscall mode while the thread is off-CPU. */
+	__u64 sys_enter_ns;
+	__u32 sys_nr;
+	__u32 mode; /* enum pkprof_mode */
+};
+
+/* Key and value of the `syscalls` hash map: exact per-process syscall counts (syscall mode). */
+struct pkprof_syscall_key {
+	__u32 pid;
+	__u32 nr;
+};
+
+struct pkprof_syscall_stat {
+	__u64 count;
+	__u64 total_ns; /* wall time from sys_enter to sys_exit, blocked time included */
+	__u64 errors;   /* returns in [-4095, -1] */
+};
+
+/* Events the BPF side could not account; every field is a count, shown to the user. */
+struct pkprof_lost {
+	__u64 thread_map_full;  /* a new thread did not fit in `threads` */
+	__u64 syscall_map_full; /* a new (pid, syscall) did not fit in `syscalls` */
+	__u64 ctx_overflow;     /* interrupt nesting deeper than PKPROF_CTX_DEPTH */
+	__u64 unmatched_exit;   /* an IRQ/softirq exit without its entry (missed event or attach) */
+	__u64 ctx_reset;        /* a context switch found interrupt contexts still open */
+};
+
+/* Value of the per-CPU `cpus` array (one entry, one copy per CPU). */
+struct pkprof_cpu {
+	/* Registers: what this CPU is doing now. */
+	__u64 last_ns; /* ktime of the last charge; 0 until the first event */
+	__u32 cur_tid; /* current task, 0 = idle */
+	__u32 cur_pid;
+	__u32 depth; /* index of the innermost open context in ctx/vec */
+	__u32 mode;  /* enum pkprof_mode of the current task (syscall mode) */
+	__u8 ctx[PKPROF_CTX_DEPTH];
+	__u8 vec[PKPROF_CTX_DEPTH];
+	__u64 sys_enter_ns;
+	__u32 sys_nr;
+	__u32 overflow; /* nesting levels swallowed after a ctx_overflow */
+	/* Charged to cur_tid but not yet flushed into its `threads` entry (flushed at every switch). */
+	struct pkprof_acc pending;
+	/* Totals of this CPU since attach; they add up to the time since the CPU's first event. */
+	__u64 idle_ns;
+	__u64 task_ns;
+	__u64 hardirq_ns;
+	__u64 softirq_ns[PKPROF_NR_SOFTIRQS];
+	__u64 switches;
+	struct pkprof_lost lost;
+};
+
+#endif /* PKPROF_H */

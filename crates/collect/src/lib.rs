@@ -1,0 +1,15 @@
+//! Collection: pkprof's BPF programs (src/bpf/) and the Rust side that loads, attaches and reads them.
+//!
+//! `preflight` checks privileges and tracepoints before anything is loaded, `loader` opens, configures,
+//! loads and attaches the skeleton, `reader` turns the kernel maps into an accounting `Snapshot`.
+
+pub mod error;
+pub mod loader;
+pub mod preflight;
+pub mod progstats;
+pub mod reader;
+mod skel;
+pub mod tracefs;
+
+pub use error::CollectError;
+pub use loader::{Collector, CollectorOptions};

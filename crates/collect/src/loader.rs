@@ -1,0 +1,174 @@
+//! Opens, configures, loads and attaches the accounting programs; owns them while they run.
+//!
+//! Dropping the `Collector` detaches everything. Programs are attached one at a time so a failure
+//! names the program, and the links already made are dropped with the half-built collector: no
+//! partial attach is left behind.
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, OpenObject, PrintLevel};
+
+use crate::error::CollectError;
+use crate::preflight::{self, TracepointIndex};
+use crate::skel::{CpuAccountSkel, CpuAccountSkelBuilder};
+use crate::tracefs::Tracefs;
+
+/// What to collect. Plain data: the CLI converts its arguments into this.
+#[derive(Clone, Debug)]
+pub struct CollectorOptions {
+    /// Attach the syscall tracepoints: exact user/sys split and per-syscall counts.
+    pub syscalls: bool,
+    /// Capacity of the kernel's thread table.
+    pub max_threads: u32,
+    /// Ask the kernel to measure our programs' run time (costs two clock reads per event).
+    pub bpf_stats: bool,
+}
+
+impl Default for CollectorOptions {
+    fn default() -> Self {
+        CollectorOptions {
+            syscalls: false,
+            max_threads: 32768,
+            bpf_stats: false,
+        }
+    }
+}
+
+/// The loaded, attached accounting programs.
+pub struct Collector {
+    pub(crate) skel: CpuAccountSkel<'static>,
+    _links: Vec<Link>,
+    _stats_fd: Option<OwnedFd>,
+    pub(crate) options: CollectorOptions,
+    /// CLOCK_MONOTONIC right after attach: counting starts here.
+    pub attach_mono_ns: u64,
+    /// How tracefs was found, for the start-up message.
+    pub tracefs: Tracefs,
+    pub(crate) cpus: usize,
+}
+
+fn libbpf_log(level: PrintLevel, msg: String) {
+    let msg = msg.trim_end();
+    match level {
+        PrintLevel::Warn => tracing::debug!(target: "libbpf", "{msg}"),
+        PrintLevel::Info => tracing::debug!(target: "libbpf", "{msg}"),
+        PrintLevel::Debug => tracing::trace!(target: "libbpf", "{msg}"),
+    }
+}
+
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Collector {
+    /// Checks, loads and attaches. Every failure is a one-line `CollectError`.
+    pub fn start(options: CollectorOptions) -> Result<Collector, CollectError> {
+        preflight::check_privileges()?;
+        preflight::check_kernel_btf()?;
+        let (index, tracefs) = TracepointIndex::open();
+        index.require(preflight::CORE_TRACEPOINTS)?;
+        if options.syscalls {
+            index.require(preflight::SYSCALL_TRACEPOINTS)?;
+        }
+        let (fcat, fev) = preflight::FAULT_TRACEPOINT;
+        let faults = options.syscalls && index.has(fcat, fev);
+
+        libbpf_rs::set_print(Some((PrintLevel::Debug, libbpf_log)));
+        // The skeleton borrows its object storage for as long as it lives; the collector lives
+        // until the process exits, so the storage is leaked once per collector.
+        let storage: &'static mut MaybeUninit<OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let load_err = |reason: String| CollectError::Load {
+            prog: "cpu_account".into(),
+            reason,
+        };
+        let mut open = CpuAccountSkelBuilder::default()
+            .open(storage)
+            .map_err(|e| load_err(e.to_string()))?;
+        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+            ro.split_modes = options.syscalls;
+        }
+        open.maps
+            .threads
+            .set_max_entries(options.max_threads)
+            .map_err(|e| load_err(e.to_string()))?;
+        open.progs.on_sys_enter.set_autoload(options.syscalls);
+        open.progs.on_sys_exit.set_autoload(options.syscalls);
+        open.progs.on_page_fault_user.set_autoload(faults);
+        let skel = open.load().map_err(|e| {
+            let reason = e.to_string();
+            if reason.contains("Permission denied") || reason.contains("Operation not permitted") {
+                load_err(format!(
+                    "{reason}; the kernel refused BPF (lockdown, or unprivileged BPF disabled?)"
+                ))
+            } else {
+                load_err(reason)
+            }
+        })?;
+
+        let stats_fd = if options.bpf_stats {
+            // SAFETY: plain syscall wrapper; returns a new fd or a negative error.
+            let fd = unsafe {
+                libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+            };
+            // SAFETY: fd is a fresh descriptor we own when non-negative.
+            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+        } else {
+            None
+        };
+
+        let mut links = Vec::new();
+        for prog in skel.object().progs_mut() {
+            if !prog.autoload() {
+                continue;
+            }
+            let name = prog.name().to_string_lossy().into_owned();
+            let link = prog.attach().map_err(|e| CollectError::Attach {
+                prog: name.clone(),
+                reason: e.to_string(),
+            })?;
+            links.push(link);
+        }
+        let cpus = libbpf_rs::num_possible_cpus().map_err(|e| load_err(e.to_string()))?;
+        Ok(Collector {
+            skel,
+            _links: links,
+            _stats_fd: stats_fd,
+            options,
+            attach_mono_ns: monotonic_ns(),
+            tracefs,
+            cpus,
+        })
+    }
+
+    pub fn options(&self) -> &CollectorOptions {
+        &self.options
+    }
+
+    /// File descriptors and names of the loaded programs, for run-time statistics.
+    pub(crate) fn prog_fds(&self) -> Vec<(String, i32)> {
+        self.skel
+            .object()
+            .progs()
+            .filter(|p| p.autoload())
+            .map(|p| {
+                (
+                    p.name().to_string_lossy().into_owned(),
+                    p.as_fd().as_raw_fd(),
+                )
+            })
+            .collect()
+    }
+
+    pub(crate) fn thread_capacity(&self) -> u32 {
+        self.skel.maps.threads.max_entries()
+    }
+}

@@ -1,0 +1,138 @@
+//! Checks made before anything is loaded: privileges, kernel BTF, and every tracepoint we attach to.
+//! Each failure is a `CollectError` whose message names the cause and the fix.
+
+use std::fs;
+use std::path::Path;
+
+use crate::error::CollectError;
+use crate::tracefs::{self, Tracefs};
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Tracepoints of the accounting core, as (category, event).
+pub const CORE_TRACEPOINTS: &[(&str, &str)] = &[
+    ("sched", "sched_switch"),
+    ("sched", "sched_process_fork"),
+    ("sched", "sched_process_exec"),
+    ("sched", "sched_process_exit"),
+    ("task", "task_rename"),
+    ("irq", "irq_handler_entry"),
+    ("irq", "irq_handler_exit"),
+    ("irq", "softirq_entry"),
+    ("irq", "softirq_exit"),
+];
+
+/// Tracepoints of syscall mode (`--syscalls`).
+pub const SYSCALL_TRACEPOINTS: &[(&str, &str)] =
+    &[("raw_syscalls", "sys_enter"), ("raw_syscalls", "sys_exit")];
+
+/// Optional tracepoints: used when present, their absence only disables a counter.
+pub const FAULT_TRACEPOINT: (&str, &str) = ("exceptions", "page_fault_user");
+
+/// Effective capabilities of this process, from /proc/self/status.
+fn effective_caps() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Root, or CAP_BPF + CAP_PERFMON (CAP_SYS_ADMIN covers both on older kernels).
+pub fn check_privileges() -> Result<(), CollectError> {
+    let caps = effective_caps();
+    let has = |c: u32| caps & (1u64 << c) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        Ok(())
+    } else {
+        Err(CollectError::NotPrivileged)
+    }
+}
+
+pub fn check_kernel_btf() -> Result<(), CollectError> {
+    if Path::new("/sys/kernel/btf/vmlinux").exists() {
+        Ok(())
+    } else {
+        Err(CollectError::NoKernelBtf)
+    }
+}
+
+/// How tracepoints are looked up: through tracefs's event list, or through the kernel's BTF
+/// (a `btf_trace_<event>` typedef exists for every tracepoint) when tracefs cannot be mounted.
+pub enum TracepointIndex {
+    Tracefs(std::path::PathBuf),
+    Btf(String),
+}
+
+impl TracepointIndex {
+    /// Mounts tracefs when needed; falls back to BTF when mounting is impossible.
+    pub fn open() -> (Self, Tracefs) {
+        let t = tracefs::ensure_mounted();
+        let idx = match t.path() {
+            Some(p) => TracepointIndex::Tracefs(p.join("events")),
+            None => TracepointIndex::Btf(vmlinux_btf_names()),
+        };
+        (idx, t)
+    }
+
+    pub fn has(&self, category: &str, event: &str) -> bool {
+        match self {
+            TracepointIndex::Tracefs(events) => events.join(category).join(event).is_dir(),
+            TracepointIndex::Btf(names) => names.contains(&format!("\0btf_trace_{event}\0")),
+        }
+    }
+
+    fn location(&self) -> String {
+        match self {
+            TracepointIndex::Tracefs(p) => p.display().to_string(),
+            TracepointIndex::Btf(_) => "/sys/kernel/btf/vmlinux".to_string(),
+        }
+    }
+
+    /// Fails on the first missing tracepoint of `list`.
+    pub fn require(&self, list: &[(&str, &str)]) -> Result<(), CollectError> {
+        for (cat, ev) in list {
+            if !self.has(cat, ev) {
+                return Err(CollectError::MissingTracepoint(
+                    format!("{cat}:{ev}"),
+                    self.location(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The string section of the kernel's BTF, NUL-separated and NUL-framed, for name look-ups.
+/// (A plain scan suffices here: we only ask whether a name exists.)
+fn vmlinux_btf_names() -> String {
+    let raw = fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
+    let mut s = String::from("\0");
+    s.push_str(&String::from_utf8_lossy(&raw));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_tracepoint_is_named() {
+        let dir = std::env::temp_dir().join(format!("pkprof-tp-{}", std::process::id()));
+        fs::create_dir_all(dir.join("sched/sched_switch")).unwrap();
+        let idx = TracepointIndex::Tracefs(dir.clone());
+        assert!(idx.require(&[("sched", "sched_switch")]).is_ok());
+        let err = idx
+            .require(&[("sched", "sched_switch"), ("irq", "softirq_entry")])
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("irq:softirq_entry"), "{msg}");
+        assert!(!msg.contains('\n'));
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,285 @@
+//! Reads the kernel maps into an accounting `Snapshot`.
+//!
+//! Order matters: the thread table is read before the per-CPU registers. A context switch between
+//! the two can then only make a flushed slice invisible for one read (it shows in the next), never
+//! count it twice. Threads whose exit is older than `EXIT_GRACE_NS` get their final read and their
+//! entries are deleted (their last slice was flushed at their final switch, microseconds after exit).
+
+use std::collections::HashSet;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use libbpf_rs::{MapCore, MapFlags};
+use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSample, NR_SOFTIRQS};
+
+use crate::error::CollectError;
+use crate::loader::{monotonic_ns, Collector};
+use crate::progstats;
+use crate::skel::types::{
+    pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
+};
+
+/// How long after its exit a thread's entry is kept before its final read.
+const EXIT_GRACE_NS: u64 = 100_000_000;
+
+const CTX_TASK: u8 = 0;
+const CTX_HARDIRQ: u8 = 1;
+const CTX_SOFTIRQ: u8 = 2;
+const MODE_USER: u32 = 1;
+const MODE_SYS: u32 = 2;
+
+fn comm_str(raw: &[i8]) -> String {
+    let bytes: Vec<u8> = raw
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn counters(a: &pkprof_acc) -> Counters {
+    Counters {
+        task_ns: a.task_ns,
+        hardirq_ns: a.hardirq_ns,
+        softirq_ns: a.softirq_ns,
+        user_ns: a.user_ns,
+        sys_ns: a.sys_ns,
+        unsplit_ns: a.unsplit_ns,
+        syscalls: a.syscalls,
+        faults: a.faults,
+        switches: a.switches,
+    }
+}
+
+fn read_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> CollectError {
+    move |e| CollectError::Read {
+        map,
+        reason: e.to_string(),
+    }
+}
+
+impl Collector {
+    /// Reads everything the kernel side has counted since attach.
+    pub fn snapshot(&mut self) -> Result<Snapshot, CollectError> {
+        let mut threads = self.read_threads()?;
+        let cpus = self.read_cpus()?;
+        let now = monotonic_ns();
+        let mut snap = Snapshot {
+            mono_ns: now,
+            unix_s: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
+            split_modes: self.options.syscalls,
+            ..Snapshot::default()
+        };
+        for (i, c) in cpus.iter().enumerate() {
+            snap.cpus
+                .push(self.cpu_counters(i as u32, c, now, &mut threads));
+            let l = &c.lost;
+            snap.lost.thread_map_full += l.thread_map_full;
+            snap.lost.syscall_map_full += l.syscall_map_full;
+            snap.lost.ctx_overflow += l.ctx_overflow;
+            snap.lost.unmatched_exit += l.unmatched_exit;
+            snap.lost.ctx_reset += l.ctx_reset;
+        }
+        snap.progs = progstats::read(&self.prog_fds());
+        snap.lost.bpf_recursion_misses = snap.progs.iter().map(|p| p.recursion_misses).sum();
+        if self.options.syscalls {
+            snap.syscalls = self.read_syscalls(&threads)?;
+        }
+        snap.threads = threads;
+        Ok(snap)
+    }
+
+    fn read_threads(&mut self) -> Result<Vec<ThreadSample>, CollectError> {
+        let map = &self.skel.maps.threads;
+        let now = monotonic_ns();
+        let mut out = Vec::new();
+        let mut finished = Vec::new();
+        for key in map.keys() {
+            let Some(val) = map
+                .lookup(&key, MapFlags::ANY)
+                .map_err(read_err("threads"))?
+            else {
+                continue; // deleted meanwhile
+            };
+            let mut t = pkprof_thread::default();
+            plain::copy_from_bytes(&mut t, &val).map_err(|_| CollectError::Read {
+                map: "threads",
+                reason: "value size does not match pkprof_thread".into(),
+            })?;
+            let tid = u32::from_ne_bytes(key[..4].try_into().unwrap_or_default());
+            let exited = t.exit_ns != 0 && now.saturating_sub(t.exit_ns) > EXIT_GRACE_NS;
+            if exited {
+                finished.push(key);
+            }
+            out.push(ThreadSample {
+                tid,
+                pid: t.pid,
+                ppid: t.ppid,
+                cgroup_id: t.cgroup_id,
+                comm: comm_str(&t.comm),
+                counters: counters(&t.acc),
+                exited,
+            });
+        }
+        for key in finished {
+            // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
+            let _ = map.delete(&key);
+        }
+        Ok(out)
+    }
+
+    fn read_cpus(&self) -> Result<Vec<pkprof_cpu>, CollectError> {
+        let per_cpu = self
+            .skel
+            .maps
+            .cpus
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(read_err("cpus"))?
+            .unwrap_or_default();
+        per_cpu
+            .iter()
+            .take(self.cpus)
+            .map(|bytes| {
+                let mut c = pkprof_cpu::default();
+                plain::copy_from_bytes(&mut c, bytes)
+                    .map(|_| c)
+                    .map_err(|_| CollectError::Read {
+                        map: "cpus",
+                        reason: "value size does not match pkprof_cpu".into(),
+                    })
+            })
+            .collect()
+    }
+
+    /// A CPU's totals plus its slice still running at `now`; the current thread's share (flushed
+    /// only at its next switch) is added to that thread's sample.
+    fn cpu_counters(
+        &self,
+        cpu: u32,
+        c: &pkprof_cpu,
+        now: u64,
+        threads: &mut Vec<ThreadSample>,
+    ) -> CpuCounters {
+        let mut out = CpuCounters {
+            cpu,
+            idle_ns: c.idle_ns,
+            task_ns: c.task_ns,
+            hardirq_ns: c.hardirq_ns,
+            softirq_ns: c.softirq_ns,
+        };
+        if c.last_ns == 0 {
+            return out; // no event on this CPU since attach
+        }
+        let running = now.saturating_sub(c.last_ns);
+        let mut pending = counters(&c.pending);
+        let i = (c.depth as usize) % c.ctx.len();
+        match c.ctx[i] {
+            CTX_TASK if c.cur_tid == 0 => out.idle_ns += running,
+            CTX_TASK => {
+                out.task_ns += running;
+                pending.task_ns += running;
+                if self.options.syscalls {
+                    match c.mode {
+                        MODE_USER => pending.user_ns += running,
+                        MODE_SYS => pending.sys_ns += running,
+                        _ => pending.unsplit_ns += running,
+                    }
+                }
+            }
+            CTX_HARDIRQ => {
+                out.hardirq_ns += running;
+                pending.hardirq_ns += running;
+            }
+            CTX_SOFTIRQ => {
+                let v = (c.vec[i] as usize).min(NR_SOFTIRQS - 1);
+                out.softirq_ns[v] += running;
+                pending.softirq_ns[v] += running;
+            }
+            _ => {}
+        }
+        if c.cur_tid != 0 {
+            match threads.iter_mut().find(|t| t.tid == c.cur_tid) {
+                Some(t) => t.counters.add(&pending),
+                None => threads.push(ThreadSample {
+                    tid: c.cur_tid,
+                    pid: c.cur_pid,
+                    ppid: 0,
+                    cgroup_id: 0,
+                    comm: std::fs::read_to_string(format!(
+                        "/proc/{}/task/{}/comm",
+                        c.cur_pid, c.cur_tid
+                    ))
+                    .map(|s| s.trim_end().to_string())
+                    .unwrap_or_default(),
+                    counters: pending,
+                    exited: false,
+                }),
+            }
+        }
+        out
+    }
+
+    /// Per-process syscall counts; entries of processes that have fully exited are read one last
+    /// time and deleted.
+    fn read_syscalls(
+        &mut self,
+        threads: &[ThreadSample],
+    ) -> Result<Vec<SyscallCount>, CollectError> {
+        let live: HashSet<u32> = threads
+            .iter()
+            .filter(|t| !t.exited)
+            .map(|t| t.pid)
+            .collect();
+        let gone: HashSet<u32> = threads
+            .iter()
+            .filter(|t| t.exited && !live.contains(&t.pid))
+            .map(|t| t.pid)
+            .collect();
+        let map = &self.skel.maps.syscalls;
+        let mut out = Vec::new();
+        for key in map.keys() {
+            let Some(val) = map
+                .lookup(&key, MapFlags::ANY)
+                .map_err(read_err("syscalls"))?
+            else {
+                continue;
+            };
+            let mut k = pkprof_syscall_key::default();
+            let mut s = pkprof_syscall_stat::default();
+            if plain::copy_from_bytes(&mut k, &key).is_err()
+                || plain::copy_from_bytes(&mut s, &val).is_err()
+            {
+                return Err(CollectError::Read {
+                    map: "syscalls",
+                    reason: "record size mismatch".into(),
+                });
+            }
+            if gone.contains(&k.pid) {
+                let _ = map.delete(&key);
+            }
+            out.push(SyscallCount {
+                pid: k.pid,
+                nr: k.nr,
+                name: syscall_name(k.nr),
+                count: s.count,
+                total_ns: s.total_ns,
+                errors: s.errors,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Capacity of the kernel thread table, for messages about `thread_map_full`.
+    pub fn max_threads(&self) -> u32 {
+        self.thread_capacity()
+    }
+}
+
+/// The syscall's name on this architecture.
+pub fn syscall_name(nr: u32) -> String {
+    syscalls::Sysno::new(nr as usize)
+        .map(|s| s.name().to_string())
+        .unwrap_or_else(|| format!("syscall_{nr}"))
+}

@@ -1,0 +1,15 @@
+//! The libbpf-cargo skeleton generated from src/bpf/cpu_account.bpf.c, and the `Plain` markers that
+//! let ring/map bytes be viewed as its record types (all plain integers and arrays).
+#![allow(clippy::all, non_camel_case_types, dead_code)]
+
+include!(concat!(env!("OUT_DIR"), "/cpu_account.skel.rs"));
+
+// SAFETY: these are #[repr(C)] structs of integers and integer arrays generated from pkprof.h;
+// every bit pattern is a valid value.
+unsafe impl plain::Plain for types::pkprof_thread {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_cpu {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_syscall_key {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_syscall_stat {}

@@ -1,0 +1,11 @@
+//! Live outputs of `pkprof top`: every way a frame leaves the process.
+//!
+//! `text` renders the `top -b`-style frame (also sent over UDP), `json` one JSON object per frame,
+//! `prometheus` the text exposition with bounded cardinality, `http` serves `/metrics` and
+//! `/stream`, `udp` sends text frames to a remote `nc -l -u`.
+
+pub mod http;
+pub mod json;
+pub mod prometheus;
+pub mod text;
+pub mod udp;

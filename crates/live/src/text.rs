@@ -1,0 +1,90 @@
+//! The plain-text frame, laid out like `top -b`: a per-CPU header, then one row per process.
+
+use std::fmt::Write;
+
+use pkprof_accounting::{Frame, SOFTIRQ_NAMES};
+
+/// Renders a frame; `max_rows` bounds the process rows (None: all).
+pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "pkprof top - {:.1}s interval, exact accounting{}",
+        frame.interval_s,
+        if frame.split_modes {
+            ", user/sys measured"
+        } else {
+            " (user/sys split not measured: use --syscalls)"
+        }
+    );
+    for c in &frame.cpus {
+        let _ = write!(
+            s,
+            "%Cpu{:<3}: {:5.1} busy, {:5.1} idle, {:5.1} irq, {:5.1} softirq",
+            c.cpu, c.busy_pct, c.idle_pct, c.irq_pct, c.softirq_pct
+        );
+        let mut vecs: Vec<(usize, f64)> = c
+            .softirq_pct_by_vec
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, p)| *p >= 0.05)
+            .collect();
+        vecs.sort_by(|a, b| b.1.total_cmp(&a.1));
+        if !vecs.is_empty() {
+            let parts: Vec<String> = vecs
+                .iter()
+                .map(|(v, p)| format!("{} {:.1}", SOFTIRQ_NAMES[*v], p))
+                .collect();
+            let _ = write!(s, " ({})", parts.join(", "));
+        }
+        s.push('\n');
+    }
+    let lost = frame.lost.total();
+    if lost > 0 {
+        let parts: Vec<String> = frame
+            .lost
+            .fields()
+            .iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(s, "LOST events: {}", parts.join(" "));
+    }
+    let _ = writeln!(
+        s,
+        "pkprof itself: {:.1}% CPU, {} MiB RSS",
+        frame.self_usage.cpu_pct,
+        frame.self_usage.rss_bytes / (1024 * 1024)
+    );
+    s.push('\n');
+    let id = if frame.per_thread { "TID" } else { "PID" };
+    let _ = writeln!(
+        s,
+        "{id:>8} {:<16} {:>6} {:>6} {:>6} {:>10} {:>11}",
+        "COMMAND", "CPU%", "USER%", "SYS%", "IRQ-BILLED", "TIME+"
+    );
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |p| format!("{p:.1}"));
+    for r in frame.rows.iter().take(max_rows.unwrap_or(usize::MAX)) {
+        let total_s = r.total.on_cpu_ns() as f64 / 1e9;
+        let _ = writeln!(
+            s,
+            "{:>8} {:<16} {:>6.1} {:>6} {:>6} {:>10.1} {:>11}{}",
+            r.tid.unwrap_or(r.pid),
+            r.comm,
+            r.cpu_pct,
+            opt(r.user_pct),
+            opt(r.sys_pct),
+            r.irq_billed_pct,
+            format_time(total_s),
+            if r.exited { " (exited)" } else { "" }
+        );
+    }
+    s
+}
+
+/// `MM:SS.hh`, as top's TIME+.
+fn format_time(secs: f64) -> String {
+    let m = (secs / 60.0).floor();
+    format!("{}:{:05.2}", m as u64, secs - m * 60.0)
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything pkprof needs to build and test on a fresh Debian (bookworm) machine, idempotently.
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+
+need_root() { [ "$(id -u)" = 0 ] || { echo "setup: run as root (apt-get and BPF need it)" >&2; exit 1; }; }
+need_root
+
+apt_pkgs=(clang llvm bpftool libelf-dev zlib1g-dev pkg-config make gcc iproute2 linux-perf prometheus tmux curl)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # policy-rc.d keeps packaged services (prometheus) from being started by the install.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  rm -f /usr/sbin/policy-rc.d
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  [ -x "$HOME/.cargo/bin/cargo" ] || { echo "setup: no Rust toolchain; install rustup first" >&2; exit 1; }
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+echo "setup: ok"
