@@ -52,6 +52,28 @@ static __always_inline struct pkprof_cpu *this_cpu(void)
 	return bpf_map_lookup_elem(&cpus, &zero);
 }
 
+/*
+ * User or kernel mode of a task whose mode we have not tracked yet (first seen since attach).
+ * Kernel threads are always in the kernel. On x86 a user task's saved registers tell: orig_ax
+ * holds the syscall number (>= 0) while it is inside a syscall or exception, and a negative value
+ * when an interrupt took it from user mode.
+ */
+static __always_inline __u32 infer_mode(struct task_struct *t)
+{
+	if (t->flags & PF_KTHREAD)
+		return PKPROF_MODE_SYS;
+#if defined(__TARGET_ARCH_x86)
+	{
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+		long orig = BPF_CORE_READ(regs, orig_ax);
+
+		return orig >= 0 ? PKPROF_MODE_SYS : PKPROF_MODE_USER;
+	}
+#else
+	return PKPROF_MODE_UNKNOWN;
+#endif
+}
+
 /* Charges the time since the CPU's last event to the context that was running. */
 static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 {
@@ -68,6 +90,8 @@ static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 		c->cur_pid = id >> 32;
 		c->depth = 0;
 		c->ctx[0] = PKPROF_CTX_TASK;
+		if (split_modes)
+			c->mode = infer_mode(bpf_get_current_task_btf());
 		return;
 	}
 	d = now - c->last_ns;
@@ -220,9 +244,9 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			c->mode = e->mode;
 			c->sys_enter_ns = e->sys_enter_ns;
 			c->sys_nr = e->sys_nr;
-		} else if (next->flags & PF_KTHREAD) {
-			c->mode = PKPROF_MODE_SYS;
 		}
+		if (c->mode == PKPROF_MODE_UNKNOWN)
+			c->mode = infer_mode(next);
 	}
 	return 0;
 }
