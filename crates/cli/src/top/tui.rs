@@ -1,9 +1,217 @@
-//! placeholder for the ratatui view
-use super::TopOptions;
-use anyhow::Result;
-use pkprof_accounting::Frame;
-use std::sync::mpsc::Receiver;
+//! The interactive view of `pkprof top` (ratatui). Frames arrive from the sampling thread; this
+//! thread only draws and reads keys. The terminal is restored by a guard's `Drop` and, on a panic,
+//! by ratatui's panic hook.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use pkprof_accounting::{Frame, SOFTIRQ_NAMES};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Modifier, Style, Stylize};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
+use ratatui::DefaultTerminal;
+
+use super::TopOptions;
+use crate::signals;
+
+/// Restores the terminal when dropped, whatever way the view ends.
+struct TerminalGuard(DefaultTerminal);
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
 pub fn run(opts: &TopOptions, frames: &Receiver<Arc<Frame>>) -> Result<()> {
-    super::batch::run(opts, frames)
+    // Installs a panic hook that restores the terminal before the panic message is printed.
+    let mut term = TerminalGuard(ratatui::try_init().context("setting up the terminal")?);
+    let mut view = View {
+        frame: None,
+        table: TableState::default(),
+        shown: 0,
+    };
+    // Redraw only when something changed: a new frame, a key, a resize.
+    let mut dirty = true;
+    loop {
+        match frames.recv_timeout(Duration::from_millis(50)) {
+            Ok(f) => {
+                view.frame = Some(f);
+                view.shown += 1;
+                dirty = true;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+        if dirty {
+            term.0.draw(|f| view.draw(f)).context("drawing")?;
+            dirty = false;
+        }
+        if opts.iterations.is_some_and(|n| view.shown >= n) || signals::stop_requested() {
+            return Ok(());
+        }
+        while event::poll(Duration::ZERO).context("reading the keyboard")? {
+            let ev = event::read().context("reading the keyboard")?;
+            dirty = true;
+            if let Event::Key(k) = ev {
+                if k.kind != KeyEventKind::Press {
+                    continue;
+                }
+                match k.code {
+                    KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
+                    KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                        return Ok(())
+                    }
+                    KeyCode::Down | KeyCode::Char('j') => view.table.select_next(),
+                    KeyCode::Up | KeyCode::Char('k') => view.table.select_previous(),
+                    KeyCode::Home => view.table.select_first(),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+struct View {
+    frame: Option<Arc<Frame>>,
+    table: TableState,
+    shown: u64,
+}
+
+impl View {
+    fn draw(&mut self, f: &mut ratatui::Frame) {
+        let Some(frame) = self.frame.clone() else {
+            f.render_widget(
+                Paragraph::new("pkprof top: attached, first frame after one interval..."),
+                f.area(),
+            );
+            return;
+        };
+        let header = header_lines(&frame);
+        let [top, table_area, help] = Layout::vertical([
+            Constraint::Length(header.len() as u16),
+            Constraint::Min(3),
+            Constraint::Length(1),
+        ])
+        .areas(f.area());
+        f.render_widget(Paragraph::new(header), top);
+        f.render_stateful_widget(process_table(&frame), table_area, &mut self.table);
+        f.render_widget(
+            Paragraph::new(Line::from(" q quit   ↑/↓ scroll ").reversed()),
+            help,
+        );
+    }
+}
+
+fn header_lines(frame: &Frame) -> Vec<Line<'static>> {
+    let mut lines = vec![Line::from(format!(
+        "pkprof top - {:.1}s interval, exact accounting{}",
+        frame.interval_s,
+        if frame.split_modes {
+            ", user/sys measured"
+        } else {
+            " (user/sys split not measured: use --syscalls)"
+        }
+    ))
+    .bold()];
+    for c in &frame.cpus {
+        let mut vecs: Vec<(usize, f64)> = c
+            .softirq_pct_by_vec
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, p)| *p >= 0.05)
+            .collect();
+        vecs.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let detail: Vec<String> = vecs
+            .iter()
+            .map(|(v, p)| format!("{} {:.1}", SOFTIRQ_NAMES[*v], p))
+            .collect();
+        lines.push(Line::from(format!(
+            "%Cpu{:<3}: {:5.1} busy, {:5.1} idle, {:5.1} irq, {:5.1} softirq {}",
+            c.cpu,
+            c.busy_pct,
+            c.idle_pct,
+            c.irq_pct,
+            c.softirq_pct,
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!("({})", detail.join(", "))
+            }
+        )));
+    }
+    let lost: Vec<String> = frame
+        .lost
+        .fields()
+        .iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    lines.push(if lost.is_empty() {
+        Line::from("lost events: none")
+    } else {
+        Line::from(format!("LOST events: {}", lost.join(" ")))
+            .red()
+            .bold()
+    });
+    lines.push(Line::from(format!(
+        "pkprof itself: {:.1}% CPU, {} MiB RSS",
+        frame.self_usage.cpu_pct,
+        frame.self_usage.rss_bytes / (1024 * 1024)
+    )));
+    lines
+}
+
+fn process_table(frame: &Frame) -> Table<'static> {
+    let id = if frame.per_thread { "TID" } else { "PID" };
+    let header = Row::new([
+        id,
+        "COMMAND",
+        "CPU%",
+        "USER%",
+        "SYS%",
+        "IRQ-BILLED",
+        "TIME+",
+    ])
+    .style(Style::new().add_modifier(Modifier::REVERSED));
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |p| format!("{p:.1}"));
+    let rows = frame.rows.iter().map(|r| {
+        let secs = r.total.on_cpu_ns() as f64 / 1e9;
+        let row = Row::new([
+            r.tid.unwrap_or(r.pid).to_string(),
+            if r.exited {
+                format!("{} (exited)", r.comm)
+            } else {
+                r.comm.clone()
+            },
+            format!("{:.1}", r.cpu_pct),
+            opt(r.user_pct),
+            opt(r.sys_pct),
+            format!("{:.1}", r.irq_billed_pct),
+            format!("{}:{:05.2}", (secs / 60.0) as u64, secs % 60.0),
+        ]);
+        if r.exited {
+            row.style(Style::new().add_modifier(Modifier::DIM))
+        } else {
+            row
+        }
+    });
+    let widths = [
+        Constraint::Length(8),
+        Constraint::Min(16),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(10),
+        Constraint::Length(10),
+    ];
+    Table::new(rows, widths)
+        .header(header)
+        .block(Block::bordered().title(" processes by exact CPU "))
+        .row_highlight_style(Style::new().add_modifier(Modifier::BOLD))
 }
