@@ -80,6 +80,9 @@ impl Collector {
         }
         let (fcat, fev) = preflight::FAULT_TRACEPOINT;
         let faults = options.syscalls && index.has(fcat, fev);
+        let local_timer = preflight::LOCAL_TIMER_TRACEPOINTS
+            .iter()
+            .all(|(c, e)| index.has(c, e));
 
         libbpf_rs::set_print(Some((PrintLevel::Debug, libbpf_log)));
         // The skeleton borrows its object storage for as long as it lives; the collector lives
@@ -103,6 +106,8 @@ impl Collector {
         open.progs.on_sys_enter.set_autoload(options.syscalls);
         open.progs.on_sys_exit.set_autoload(options.syscalls);
         open.progs.on_page_fault_user.set_autoload(faults);
+        open.progs.on_local_timer_entry.set_autoload(local_timer);
+        open.progs.on_local_timer_exit.set_autoload(local_timer);
         let skel = open.load().map_err(|e| {
             let reason = e.to_string();
             if reason.contains("Permission denied") || reason.contains("Operation not permitted") {

@@ -31,6 +31,12 @@ pub const SYSCALL_TRACEPOINTS: &[(&str, &str)] =
 /// Optional tracepoints: used when present, their absence only disables a counter.
 pub const FAULT_TRACEPOINT: (&str, &str) = ("exceptions", "page_fault_user");
 
+/// Optional (x86): the local APIC timer interrupt, which does not pass through irq_handler_entry.
+pub const LOCAL_TIMER_TRACEPOINTS: &[(&str, &str)] = &[
+    ("irq_vectors", "local_timer_entry"),
+    ("irq_vectors", "local_timer_exit"),
+];
+
 /// Effective capabilities of this process, from /proc/self/status.
 fn effective_caps() -> u64 {
     fs::read_to_string("/proc/self/status")

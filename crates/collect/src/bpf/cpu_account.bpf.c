@@ -275,6 +275,32 @@ int BPF_PROG(on_irq_exit, int irq, struct irqaction *action, int ret)
 	return 0;
 }
 
+/* x86's local APIC timer interrupt (the tick, hrtimers) bypasses irq_handler_entry/exit: it has
+ * tracepoints of its own, used when present (loaded only where the kernel has them). */
+SEC("tp_btf/local_timer_entry")
+int BPF_PROG(on_local_timer_entry, int vector)
+{
+	struct pkprof_cpu *c = this_cpu();
+
+	if (!c)
+		return 0;
+	charge(c, bpf_ktime_get_ns());
+	push_ctx(c, PKPROF_CTX_HARDIRQ, 0);
+	return 0;
+}
+
+SEC("tp_btf/local_timer_exit")
+int BPF_PROG(on_local_timer_exit, int vector)
+{
+	struct pkprof_cpu *c = this_cpu();
+
+	if (!c)
+		return 0;
+	charge(c, bpf_ktime_get_ns());
+	pop_ctx(c, PKPROF_CTX_HARDIRQ);
+	return 0;
+}
+
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(on_softirq_entry, unsigned int vec)
 {
