@@ -6,6 +6,7 @@
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, OpenObject, PrintLevel};
@@ -49,8 +50,18 @@ pub struct Collector {
     pub(crate) cpus: usize,
 }
 
+/// The program libbpf last reported as failing to load, to name it in the error.
+static LAST_FAILED_PROG: Mutex<Option<String>> = Mutex::new(None);
+
 fn libbpf_log(level: PrintLevel, msg: String) {
     let msg = msg.trim_end();
+    if let Some(rest) = msg.strip_prefix("libbpf: prog '") {
+        if let (Some(end), true) = (rest.find('\''), msg.contains("failed to load")) {
+            if let Ok(mut last) = LAST_FAILED_PROG.lock() {
+                *last = Some(rest[..end].to_string());
+            }
+        }
+    }
     match level {
         PrintLevel::Warn => tracing::debug!(target: "libbpf", "{msg}"),
         PrintLevel::Info => tracing::debug!(target: "libbpf", "{msg}"),
@@ -109,14 +120,19 @@ impl Collector {
         open.progs.on_local_timer_entry.set_autoload(local_timer);
         open.progs.on_local_timer_exit.set_autoload(local_timer);
         let skel = open.load().map_err(|e| {
-            let reason = e.to_string();
-            if reason.contains("Permission denied") || reason.contains("Operation not permitted") {
-                load_err(format!(
-                    "{reason}; the kernel refused BPF (lockdown, or unprivileged BPF disabled?)"
-                ))
-            } else {
-                load_err(reason)
-            }
+            let prog = LAST_FAILED_PROG
+                .lock()
+                .ok()
+                .and_then(|mut p| p.take())
+                .unwrap_or_else(|| "cpu_account".into());
+            let reason = match e.kind() {
+                libbpf_rs::ErrorKind::PermissionDenied => format!("the verifier rejected it ({e})"),
+                _ if e.to_string().contains("Operation not permitted") => {
+                    format!("{e}; is the kernel locked down, or are BPF capabilities missing?")
+                }
+                _ => e.to_string(),
+            };
+            CollectError::Load { prog, reason }
         })?;
 
         let stats_fd = if options.bpf_stats {
