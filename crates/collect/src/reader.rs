@@ -18,6 +18,9 @@ use crate::skel::types::{
     pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
 };
 
+/// Entries fetched per bpf() call when walking a hash map.
+const BATCH: u32 = 512;
+
 /// How long after its exit a thread's entry is kept before its final read.
 const EXIT_GRACE_NS: u64 = 100_000_000;
 
@@ -96,13 +99,10 @@ impl Collector {
         let now = monotonic_ns();
         let mut out = Vec::new();
         let mut finished = Vec::new();
-        for key in map.keys() {
-            let Some(val) = map
-                .lookup(&key, MapFlags::ANY)
-                .map_err(read_err("threads"))?
-            else {
-                continue; // deleted meanwhile
-            };
+        let entries = map
+            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
+            .map_err(read_err("threads"))?;
+        for (key, val) in entries {
             let mut t = pkprof_thread::default();
             plain::copy_from_bytes(&mut t, &val).map_err(|_| CollectError::Read {
                 map: "threads",
@@ -239,13 +239,12 @@ impl Collector {
             .collect();
         let map = &self.skel.maps.syscalls;
         let mut out = Vec::new();
-        for key in map.keys() {
-            let Some(val) = map
-                .lookup(&key, MapFlags::ANY)
-                .map_err(read_err("syscalls"))?
-            else {
-                continue;
-            };
+        // Deleted after the walk: deleting the key a hash-map walk stands on restarts the walk.
+        let mut finished = Vec::new();
+        let entries = map
+            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
+            .map_err(read_err("syscalls"))?;
+        for (key, val) in entries {
             let mut k = pkprof_syscall_key::default();
             let mut s = pkprof_syscall_stat::default();
             if plain::copy_from_bytes(&mut k, &key).is_err()
@@ -257,7 +256,7 @@ impl Collector {
                 });
             }
             if gone.contains(&k.pid) {
-                let _ = map.delete(&key);
+                finished.push(key.clone());
             }
             out.push(SyscallCount {
                 pid: k.pid,
@@ -267,6 +266,9 @@ impl Collector {
                 total_ns: s.total_ns,
                 errors: s.errors,
             });
+        }
+        for key in finished {
+            let _ = map.delete(&key);
         }
         Ok(out)
     }

@@ -57,6 +57,9 @@ pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
         frame.self_usage.cpu_pct,
         frame.self_usage.rss_bytes / (1024 * 1024)
     );
+    if let Some(line) = syscall_summary(frame, 6) {
+        let _ = writeln!(s, "{line}");
+    }
     s.push('\n');
     let id = if frame.per_thread { "TID" } else { "PID" };
     let _ = writeln!(
@@ -87,4 +90,19 @@ pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
 fn format_time(secs: f64) -> String {
     let m = (secs / 60.0).floor();
     format!("{}:{:05.2}", m as u64, secs - m * 60.0)
+}
+
+/// The most frequent syscalls of the shown processes (syscall mode), cumulative exact counts:
+/// `syscalls: 4321 read (pid 77), ...`. None without syscall data.
+pub fn syscall_summary(frame: &Frame, n: usize) -> Option<String> {
+    if frame.syscalls.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = frame
+        .syscalls
+        .iter()
+        .take(n)
+        .map(|c| format!("{} {} (pid {})", c.count, c.name, c.pid))
+        .collect();
+    Some(format!("syscalls since start: {}", parts.join(", ")))
 }

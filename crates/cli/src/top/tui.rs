@@ -164,6 +164,9 @@ fn header_lines(frame: &Frame) -> Vec<Line<'static>> {
         frame.self_usage.cpu_pct,
         frame.self_usage.rss_bytes / (1024 * 1024)
     )));
+    if let Some(line) = pkprof_live::text::syscall_summary(frame, 6) {
+        lines.push(Line::from(line));
+    }
     lines
 }
 
