@@ -26,6 +26,7 @@ fn main() {
             .clang_args([
                 "-Wall".to_string(),
                 "-Werror".to_string(),
+                "-mcpu=v3".to_string(),
                 format!("-I{}", vmlinux_dir.display()),
                 "-Isrc/bpf".to_string(),
                 format!("-D__TARGET_ARCH_{bpf_arch}"),
@@ -34,7 +35,7 @@ fn main() {
             .unwrap_or_else(|e| panic!("building BPF program {src}: {e:#}"));
         println!("cargo:rerun-if-changed={src}");
     }
-    println!("cargo:rerun-if-changed=src/bpf/pkprof.h");
-    println!("cargo:rerun-if-changed=src/bpf/vmlinux/{arch}/vmlinux.h");
+    // The whole directory: the shared header, the core and chain headers, the vmlinux header.
+    println!("cargo:rerun-if-changed=src/bpf");
     println!("cargo:rerun-if-changed=build.rs");
 }

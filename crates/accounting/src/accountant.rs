@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use crate::counters::{Counters, CpuCounters, NR_SOFTIRQS};
 use crate::filter::Filter;
-use crate::frame::{CpuRow, Frame, Row, SelfUsage, SyscallRow};
+use crate::frame::{Buckets, CpuRow, Frame, Row, SelfUsage, SyscallRow, TagStats};
 use crate::snapshot::{Snapshot, ThreadSample};
 
 /// Most syscall rows a frame carries (highest counts first).
@@ -27,6 +27,8 @@ pub struct Accountant {
     prev_threads: HashMap<u32, Counters>,
     prev_cpus: HashMap<u32, CpuCounters>,
     dead: HashMap<u32, DeadThreads>,
+    /// Bucket sums of rows that have exited (their totals no longer come from the kernel).
+    exited: Buckets,
 }
 
 impl Accountant {
@@ -40,6 +42,7 @@ impl Accountant {
             prev_threads: HashMap::new(),
             prev_cpus: HashMap::new(),
             dead: HashMap::new(),
+            exited: Buckets::default(),
         }
     }
 
@@ -74,10 +77,18 @@ impl Accountant {
         } else {
             self.process_rows(&threads)
         };
+        let buckets = self.buckets(snap, &rows);
         rows.retain(|r| self.filter.keeps(r.pid, r.tid, &r.comm, r.cgroup_id));
         for r in &mut rows {
-            r.cpu_pct = pct(r.delta.on_cpu_ns());
-            r.irq_billed_pct = pct(r.delta.irq_billed_ns());
+            let d = &r.delta;
+            r.cpu_pct = pct(d.on_cpu_ns());
+            r.irq_billed_pct = pct(d.irq_billed_ns());
+            r.own_pct = pct(d.own_ns());
+            r.net_pct = pct(d.served_ns[0]);
+            r.block_pct = pct(d.served_ns[1]);
+            r.workq_pct = pct(d.served_ns[2]);
+            r.cost_pct = pct(d.cost_ns());
+            r.billed_for_others_pct = pct(d.billed_for_others_ns());
             if snap.split_modes {
                 r.user_pct = Some(pct(r.delta.user_ns));
                 r.sys_pct = Some(pct(r.delta.sys_ns));
@@ -85,9 +96,10 @@ impl Accountant {
         }
         rows.sort_by(|a, b| {
             b.delta
-                .on_cpu_ns()
-                .cmp(&a.delta.on_cpu_ns())
-                .then(b.total.on_cpu_ns().cmp(&a.total.on_cpu_ns()))
+                .cost_ns()
+                .cmp(&a.delta.cost_ns())
+                .then(b.delta.on_cpu_ns().cmp(&a.delta.on_cpu_ns()))
+                .then(b.total.cost_ns().cmp(&a.total.cost_ns()))
                 .then(a.pid.cmp(&b.pid))
                 .then(a.tid.cmp(&b.tid))
         });
@@ -101,9 +113,48 @@ impl Accountant {
             syscalls: self.syscall_rows(snap, &rows),
             rows,
             lost: snap.lost,
+            tags: TagStats {
+                expired_ns: snap.swept_expired_ns + snap.cpus.iter().map(|c| c.expired_ns).sum::<u64>(),
+                expired: snap.swept_expired_tags + snap.cpus.iter().map(|c| c.expired_tags).sum::<u64>(),
+                map_full: snap.lost.tag_map_full,
+            },
+            buckets,
             progs: snap.progs.clone(),
             self_usage,
         }
+    }
+
+    /// Every nanosecond since attach in exactly one bucket. `rows` are all rows of this frame,
+    /// before filtering; rows that exit here are folded into the running sums for later frames.
+    fn buckets(&mut self, snap: &Snapshot, rows: &[Row]) -> Buckets {
+        let mut b = Buckets::default();
+        let add_row = |b: &mut Buckets, r: &Row, filter: &Filter| {
+            if r.kthread {
+                b.kernel_ns += r.total.cost_ns();
+            } else if filter.keeps(r.pid, r.tid, &r.comm, r.cgroup_id) {
+                b.processes_ns += r.total.cost_ns();
+            } else {
+                b.other_ns += r.total.cost_ns();
+            }
+        };
+        for r in rows {
+            add_row(&mut b, r, &self.filter);
+        }
+        for r in rows.iter().filter(|r| r.exited) {
+            add_row(&mut self.exited, r, &self.filter);
+        }
+        b.processes_ns += self.exited.processes_ns;
+        b.other_ns += self.exited.other_ns;
+        b.kernel_ns += self.exited.kernel_ns;
+        for c in &snap.cpus {
+            b.wall_ns += c.total_ns();
+            b.idle_ns += c.idle_ns;
+            b.kernel_ns += c.kernel_irq_ns + c.orphan_wq_ns;
+            b.in_flight_ns += c.in_flight_ns;
+        }
+        b.kernel_ns += snap.swept_expired_ns;
+        b.in_flight_ns += snap.sockets_pending_ns;
+        b
     }
 
     fn process_rows(&mut self, threads: &[(&ThreadSample, Counters, Counters)]) -> Vec<Row> {
@@ -125,6 +176,7 @@ impl Accountant {
             if !t.exited {
                 *live = true;
             }
+            row.kthread |= t.kthread;
             // The main thread names the process and carries its parent and cgroup.
             if t.tid == t.pid || row.ppid == 0 {
                 row.comm = t.comm.clone();
@@ -224,6 +276,7 @@ fn thread_row(t: &ThreadSample, total: Counters, delta: Counters) -> Row {
         cgroup_id: t.cgroup_id,
         threads: 1,
         exited: t.exited,
+        kthread: t.kthread,
         total,
         delta,
         ..Row::default()

@@ -10,10 +10,16 @@ pub const SOFTIRQ_NAMES: [&str; NR_SOFTIRQS] = [
     "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
 ];
 
-/// Time and events charged to one thread (or a sum of threads) while it was the CPU's current task.
+/// Attribution chains: kernel work done for a thread by someone else.
+pub const NR_CHAINS: usize = 3;
+
+/// Chain names, indexed as in `Counters::served_ns` (and as `kind` label values).
+pub const CHAIN_NAMES: [&str; NR_CHAINS] = ["net", "block", "workq"];
+
+/// Time and events charged to one thread (or a sum of threads).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
-    /// The thread's own time in task context.
+    /// The thread's time in task context (its own, plus work items it ran for others).
     pub task_ns: u64,
     /// Hard-IRQ handler time that ran while the thread was current (Linux bills it to the thread).
     pub hardirq_ns: u64,
@@ -26,6 +32,11 @@ pub struct Counters {
     pub syscalls: u64,
     pub faults: u64,
     pub switches: u64,
+    /// Part of `task_ns` spent running work items queued by others (kworkers).
+    pub served_out_ns: u64,
+    /// Work others ran for this thread, per chain (NET, BLOCK, WORKQ), and how many items.
+    pub served_ns: [u64; NR_CHAINS],
+    pub served_items: [u64; NR_CHAINS],
 }
 
 impl Counters {
@@ -39,55 +50,64 @@ impl Counters {
         self.hardirq_ns + self.softirq_ns.iter().sum::<u64>()
     }
 
+    /// The thread's own time: task time less the work items it ran for others.
+    pub fn own_ns(&self) -> u64 {
+        self.task_ns.saturating_sub(self.served_out_ns)
+    }
+
+    /// What others ran for the thread, all chains.
+    pub fn served_total_ns(&self) -> u64 {
+        self.served_ns.iter().sum()
+    }
+
+    /// What the machine spent on the thread's behalf: own time plus what others ran for it.
+    pub fn cost_ns(&self) -> u64 {
+        self.own_ns() + self.served_total_ns()
+    }
+
+    /// Time Linux billed to the thread that served others (interrupts, foreign work items).
+    pub fn billed_for_others_ns(&self) -> u64 {
+        self.irq_billed_ns() + self.served_out_ns
+    }
+
+    /// Applies `f` to every pair of corresponding fields.
+    fn zip_with(&self, o: &Counters, f: impl Fn(u64, u64) -> u64) -> Counters {
+        let arr = |a: &[u64], b: &[u64], out: &mut [u64]| {
+            for i in 0..out.len() {
+                out[i] = f(a[i], b[i]);
+            }
+        };
+        let mut r = Counters {
+            task_ns: f(self.task_ns, o.task_ns),
+            hardirq_ns: f(self.hardirq_ns, o.hardirq_ns),
+            user_ns: f(self.user_ns, o.user_ns),
+            sys_ns: f(self.sys_ns, o.sys_ns),
+            unsplit_ns: f(self.unsplit_ns, o.unsplit_ns),
+            syscalls: f(self.syscalls, o.syscalls),
+            faults: f(self.faults, o.faults),
+            switches: f(self.switches, o.switches),
+            served_out_ns: f(self.served_out_ns, o.served_out_ns),
+            ..Counters::default()
+        };
+        arr(&self.softirq_ns, &o.softirq_ns, &mut r.softirq_ns);
+        arr(&self.served_ns, &o.served_ns, &mut r.served_ns);
+        arr(&self.served_items, &o.served_items, &mut r.served_items);
+        r
+    }
+
     pub fn add(&mut self, o: &Counters) {
-        self.task_ns += o.task_ns;
-        self.hardirq_ns += o.hardirq_ns;
-        for (a, b) in self.softirq_ns.iter_mut().zip(o.softirq_ns) {
-            *a += b;
-        }
-        self.user_ns += o.user_ns;
-        self.sys_ns += o.sys_ns;
-        self.unsplit_ns += o.unsplit_ns;
-        self.syscalls += o.syscalls;
-        self.faults += o.faults;
-        self.switches += o.switches;
+        *self = self.zip_with(o, |a, b| a + b);
     }
 
     /// Field-wise `self - earlier`, clamped at zero (a counter never runs backwards; a racing read
     /// can at most see a late flush once).
     pub fn since(&self, earlier: &Counters) -> Counters {
-        let mut d = Counters {
-            task_ns: self.task_ns.saturating_sub(earlier.task_ns),
-            hardirq_ns: self.hardirq_ns.saturating_sub(earlier.hardirq_ns),
-            softirq_ns: [0; NR_SOFTIRQS],
-            user_ns: self.user_ns.saturating_sub(earlier.user_ns),
-            sys_ns: self.sys_ns.saturating_sub(earlier.sys_ns),
-            unsplit_ns: self.unsplit_ns.saturating_sub(earlier.unsplit_ns),
-            syscalls: self.syscalls.saturating_sub(earlier.syscalls),
-            faults: self.faults.saturating_sub(earlier.faults),
-            switches: self.switches.saturating_sub(earlier.switches),
-        };
-        for (i, v) in d.softirq_ns.iter_mut().enumerate() {
-            *v = self.softirq_ns[i].saturating_sub(earlier.softirq_ns[i]);
-        }
-        d
+        self.zip_with(earlier, u64::saturating_sub)
     }
 
     /// Field-wise maximum: keeps cumulative totals monotonic across racing reads.
     pub fn max(&self, o: &Counters) -> Counters {
-        let mut m = *self;
-        m.task_ns = m.task_ns.max(o.task_ns);
-        m.hardirq_ns = m.hardirq_ns.max(o.hardirq_ns);
-        for (a, b) in m.softirq_ns.iter_mut().zip(o.softirq_ns) {
-            *a = (*a).max(b);
-        }
-        m.user_ns = m.user_ns.max(o.user_ns);
-        m.sys_ns = m.sys_ns.max(o.sys_ns);
-        m.unsplit_ns = m.unsplit_ns.max(o.unsplit_ns);
-        m.syscalls = m.syscalls.max(o.syscalls);
-        m.faults = m.faults.max(o.faults);
-        m.switches = m.switches.max(o.switches);
-        m
+        self.zip_with(o, u64::max)
     }
 }
 
@@ -99,6 +119,16 @@ pub struct CpuCounters {
     pub task_ns: u64,
     pub hardirq_ns: u64,
     pub softirq_ns: [u64; NR_SOFTIRQS],
+    /// Interrupt time that served no known thread (untagged, tags without owner, expired tags,
+    /// owners gone): the KERNEL bucket's interrupt share.
+    pub kernel_irq_ns: u64,
+    /// Work-item time whose owner was gone when it was credited (KERNEL).
+    pub orphan_wq_ns: u64,
+    /// Socket receive time nobody read in time (already inside `kernel_irq_ns`), and how often.
+    pub expired_ns: u64,
+    pub expired_tags: u64,
+    /// Tagged time on this CPU not yet credited to anyone (open tag, running work item).
+    pub in_flight_ns: u64,
 }
 
 impl CpuCounters {
@@ -125,6 +155,8 @@ pub struct LostCounters {
     pub unmatched_exit: u64,
     /// A context switch found interrupt contexts still open (an exit was missed).
     pub ctx_reset: u64,
+    /// A socket, block request or work item did not fit in its tag table (its work went to KERNEL).
+    pub tag_map_full: u64,
     /// Times the kernel skipped one of our programs because another BPF program was running.
     pub bpf_recursion_misses: u64,
 }
@@ -136,17 +168,19 @@ impl LostCounters {
             + self.ctx_overflow
             + self.unmatched_exit
             + self.ctx_reset
+            + self.tag_map_full
             + self.bpf_recursion_misses
     }
 
     /// (name, value) pairs in a fixed order, for renderers.
-    pub fn fields(&self) -> [(&'static str, u64); 6] {
+    pub fn fields(&self) -> [(&'static str, u64); 7] {
         [
             ("thread_map_full", self.thread_map_full),
             ("syscall_map_full", self.syscall_map_full),
             ("ctx_overflow", self.ctx_overflow),
             ("unmatched_exit", self.unmatched_exit),
             ("ctx_reset", self.ctx_reset),
+            ("tag_map_full", self.tag_map_full),
             ("bpf_recursion_misses", self.bpf_recursion_misses),
         ]
     }

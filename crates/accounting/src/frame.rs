@@ -24,6 +24,18 @@ pub struct Row {
     pub sys_pct: Option<f64>,
     /// Interrupt work Linux billed to this row over the interval, percent of one CPU.
     pub irq_billed_pct: f64,
+    /// Own time (task time less work items run for others), percent of one CPU.
+    pub own_pct: f64,
+    /// What others ran for this row: NET receive, BLOCK completion, WORKQ items.
+    pub net_pct: f64,
+    pub block_pct: f64,
+    pub workq_pct: f64,
+    /// own + net + block + workq: what the machine spent on this row's behalf.
+    pub cost_pct: f64,
+    /// Time Linux billed to this row that served others (interrupts, foreign work items).
+    pub billed_for_others_pct: f64,
+    /// A kernel thread (its own time is KERNEL in the buckets).
+    pub kthread: bool,
     /// Over the interval.
     pub delta: Counters,
     /// Cumulative since attach (exited threads included).
@@ -72,6 +84,32 @@ pub struct SelfUsage {
     pub rss_bytes: u64,
 }
 
+/// Where every nanosecond of CPU time since attach went; the parts add up to `wall_ns`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Buckets {
+    /// Sum over CPUs of the time each has been watched (wall time x CPUs).
+    pub wall_ns: u64,
+    pub idle_ns: u64,
+    /// Cost (own + attributed) of the user processes shown (all, without a filter).
+    pub processes_ns: u64,
+    /// Cost of user processes outside the filter.
+    pub other_ns: u64,
+    /// Kernel threads' own time, interrupt work with no beneficiary, expired and orphaned tags.
+    pub kernel_ns: u64,
+    /// Tagged work not yet credited: receive time waiting for the socket's reader, open tags.
+    pub in_flight_ns: u64,
+}
+
+/// The tag life cycle's losses to KERNEL, cumulative since attach.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TagStats {
+    /// Socket receive time nobody read within the expiry time, and how many times.
+    pub expired_ns: u64,
+    pub expired: u64,
+    /// Tags that did not fit in their tables (see `lost.tag_map_full`).
+    pub map_full: u64,
+}
+
 /// Everything one refresh shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Frame {
@@ -86,6 +124,8 @@ pub struct Frame {
     pub syscalls: Vec<SyscallRow>,
     /// Cumulative lost-event counters since attach.
     pub lost: LostCounters,
+    pub buckets: Buckets,
+    pub tags: TagStats,
     pub progs: Vec<ProgStat>,
     pub self_usage: SelfUsage,
 }

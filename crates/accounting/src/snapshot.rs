@@ -12,6 +12,8 @@ pub struct ThreadSample {
     pub cgroup_id: u64,
     pub comm: String,
     pub counters: Counters,
+    /// A kernel thread: its own time belongs to the KERNEL bucket.
+    pub kthread: bool,
     /// The thread has exited: this is its final read, it will not appear again.
     pub exited: bool,
 }
@@ -42,4 +44,9 @@ pub struct Snapshot {
     pub split_modes: bool,
     pub syscalls: Vec<SyscallCount>,
     pub progs: Vec<ProgStat>,
+    /// Receive time held on sockets, waiting for their reader (not yet in any bucket).
+    pub sockets_pending_ns: u64,
+    /// Held socket time that user space expired (socket idle past the expiry), cumulative.
+    pub swept_expired_ns: u64,
+    pub swept_expired_tags: u64,
 }

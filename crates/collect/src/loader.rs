@@ -25,6 +25,10 @@ pub struct CollectorOptions {
     pub max_threads: u32,
     /// Ask the kernel to measure our programs' run time (costs two clock reads per event).
     pub bpf_stats: bool,
+    /// Capacity of each tag table (sockets, block requests, work items).
+    pub max_tags: u32,
+    /// Receive time held on a socket that nobody reads for this long goes to KERNEL.
+    pub tag_expire_ns: u64,
 }
 
 impl Default for CollectorOptions {
@@ -33,6 +37,8 @@ impl Default for CollectorOptions {
             syscalls: false,
             max_threads: 32768,
             bpf_stats: false,
+            max_tags: 16384,
+            tag_expire_ns: 1_000_000_000,
         }
     }
 }
@@ -48,6 +54,8 @@ pub struct Collector {
     /// How tracefs was found, for the start-up message.
     pub tracefs: Tracefs,
     pub(crate) cpus: usize,
+    /// Socket time expired by the user-space sweep, cumulative (ns, count).
+    pub(crate) swept_expired: (u64, u64),
 }
 
 /// The program libbpf last reported as failing to load, to name it in the error.
@@ -109,6 +117,10 @@ impl Collector {
             .map_err(|e| load_err(e.to_string()))?;
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.split_modes = options.syscalls;
+            ro.tag_expire_ns = options.tag_expire_ns;
+        }
+        for map in [&mut open.maps.socks, &mut open.maps.reqs, &mut open.maps.works] {
+            map.set_max_entries(options.max_tags).map_err(|e| load_err(e.to_string()))?;
         }
         open.maps
             .threads
@@ -167,6 +179,7 @@ impl Collector {
             attach_mono_ns: monotonic_ns(),
             tracefs,
             cpus,
+            swept_expired: (0, 0),
         })
     }
 

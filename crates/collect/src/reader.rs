@@ -14,7 +14,7 @@ use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSam
 use crate::error::CollectError;
 use crate::loader::{monotonic_ns, Collector};
 use crate::progstats;
-use crate::skel::types::{
+use crate::skel::types::{pkprof_sock, 
     pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
 };
 
@@ -50,7 +50,17 @@ fn counters(a: &pkprof_acc) -> Counters {
         syscalls: a.syscalls,
         faults: a.faults,
         switches: a.switches,
+        served_out_ns: a.served_out_ns,
+        ..Counters::default()
     }
+}
+
+/// A thread entry's counters: what it ran, and what others ran for it.
+fn thread_counters(t: &pkprof_thread) -> Counters {
+    let mut c = counters(&t.acc);
+    c.served_ns = t.served.ns;
+    c.served_items = t.served.items;
+    c
 }
 
 fn read_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> CollectError {
@@ -84,7 +94,11 @@ impl Collector {
             snap.lost.ctx_overflow += l.ctx_overflow;
             snap.lost.unmatched_exit += l.unmatched_exit;
             snap.lost.ctx_reset += l.ctx_reset;
+            snap.lost.tag_map_full += l.tag_map_full;
         }
+        snap.sockets_pending_ns = self.sweep_sockets(now)?;
+        snap.swept_expired_ns = self.swept_expired.0;
+        snap.swept_expired_tags = self.swept_expired.1;
         snap.progs = progstats::read(&self.prog_fds());
         snap.lost.bpf_recursion_misses = snap.progs.iter().map(|p| p.recursion_misses).sum();
         if self.options.syscalls {
@@ -119,7 +133,8 @@ impl Collector {
                 ppid: t.ppid,
                 cgroup_id: t.cgroup_id,
                 comm: comm_str(&t.comm),
-                counters: counters(&t.acc),
+                counters: thread_counters(&t),
+                kthread: t.kthread != 0,
                 exited,
             });
         }
@@ -168,6 +183,11 @@ impl Collector {
             task_ns: c.task_ns,
             hardirq_ns: c.hardirq_ns,
             softirq_ns: c.softirq_ns,
+            kernel_irq_ns: c.kernel_irq_ns,
+            orphan_wq_ns: c.orphan_wq_ns,
+            expired_ns: c.expired_ns,
+            expired_tags: c.expired_tags,
+            in_flight_ns: c.tag_ns + c.wq_ns,
         };
         if c.last_ns == 0 {
             return out; // no event on this CPU since attach
@@ -180,6 +200,10 @@ impl Collector {
             CTX_TASK => {
                 out.task_ns += running;
                 pending.task_ns += running;
+                if c.wq_tid != 0 && c.wq_worker == c.cur_tid {
+                    pending.served_out_ns += running;
+                    out.in_flight_ns += running;
+                }
                 if self.options.syscalls {
                     match c.mode {
                         MODE_USER => pending.user_ns += running,
@@ -191,11 +215,13 @@ impl Collector {
             CTX_HARDIRQ => {
                 out.hardirq_ns += running;
                 pending.hardirq_ns += running;
+                self.charge_running_tag(c, running, &mut out);
             }
             CTX_SOFTIRQ => {
                 let v = (c.vec[i] as usize).min(NR_SOFTIRQS - 1);
                 out.softirq_ns[v] += running;
                 pending.softirq_ns[v] += running;
+                self.charge_running_tag(c, running, &mut out);
             }
             _ => {}
         }
@@ -214,11 +240,55 @@ impl Collector {
                     .map(|s| s.trim_end().to_string())
                     .unwrap_or_default(),
                     counters: pending,
+                    kthread: std::fs::read_to_string(format!("/proc/{}/stat", c.cur_tid))
+                        .map(|s| is_kthread_stat(&s))
+                        .unwrap_or(false),
                     exited: false,
                 }),
             }
         }
         out
+    }
+
+    /// The running interrupt slice goes where BPF will put it: the open tag, or KERNEL.
+    fn charge_running_tag(&self, c: &pkprof_cpu, running: u64, out: &mut CpuCounters) {
+        if c.tag != 0 && c.tag_depth == c.depth {
+            out.in_flight_ns += running;
+        } else {
+            out.kernel_irq_ns += running;
+        }
+    }
+
+    /// Sums the receive time held on sockets; expires what has waited too long for a reader
+    /// (sockets that get no more traffic are expired here, busy ones by BPF) and forgets idle
+    /// sockets. Returns the held total.
+    fn sweep_sockets(&mut self, now: u64) -> Result<u64, CollectError> {
+        let expire = self.options.tag_expire_ns;
+        let map = &self.skel.maps.socks;
+        let mut held = 0;
+        let mut gone = Vec::new();
+        let entries = map
+            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
+            .map_err(read_err("socks"))?;
+        for (key, val) in entries {
+            let mut s = pkprof_sock::default();
+            if plain::copy_from_bytes(&mut s, &val).is_err() {
+                return Err(CollectError::Read { map: "socks", reason: "record size mismatch".into() });
+            }
+            if s.pending_ns > 0 && now.saturating_sub(s.first_ns) > expire {
+                self.swept_expired.0 += s.pending_ns;
+                self.swept_expired.1 += 1;
+                gone.push(key);
+            } else if s.pending_ns == 0 && now.saturating_sub(s.last_ns) > 10 * expire {
+                gone.push(key); // closed or idle socket
+            } else {
+                held += s.pending_ns;
+            }
+        }
+        for key in gone {
+            let _ = map.delete(&key);
+        }
+        Ok(held)
     }
 
     /// Per-process syscall counts; entries of processes that have fully exited are read one last
@@ -284,4 +354,14 @@ pub fn syscall_name(nr: u32) -> String {
     syscalls::Sysno::new(nr as usize)
         .map(|s| s.name().to_string())
         .unwrap_or_else(|| format!("syscall_{nr}"))
+}
+
+/// Whether a /proc/PID/stat line is a kernel thread's (PF_KTHREAD in the flags field).
+fn is_kthread_stat(stat: &str) -> bool {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    // Fields after the parenthesised comm: state is field 3, flags field 9.
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_KTHREAD != 0)
 }

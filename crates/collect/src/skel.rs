@@ -13,3 +13,5 @@ unsafe impl plain::Plain for types::pkprof_cpu {}
 unsafe impl plain::Plain for types::pkprof_syscall_key {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_syscall_stat {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_sock {}

@@ -8,6 +8,9 @@
  * was running, so the per-CPU totals add up to wall time exactly. Time charged to the current thread
  * is kept per CPU in `pending` and flushed into the thread's `threads` entry at the next context
  * switch: interrupt handlers touch no hash map.
+ *
+ * The attribution chains (chains/: NET RX, block I/O, workqueue) tag interrupt and kworker time
+ * with the thread it served; see core.bpf.h and chains/tags.bpf.h.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -15,189 +18,13 @@
 #include <bpf/bpf_core_read.h>
 #include "pkprof.h"
 
-#define PF_KTHREAD 0x00200000
+#include "core.bpf.h"
+#include "chains/tags.bpf.h"
+#include "chains/net_rx.bpf.h"
+#include "chains/block_io.bpf.h"
+#include "chains/workqueue.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-/* Set by the loader before load: split task time into user/sys (syscall tracepoints attached). */
-const volatile bool split_modes = false;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct pkprof_cpu);
-} cpus SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768); /* resized by the loader (--max-threads) */
-	__type(key, __u32);
-	__type(value, struct pkprof_thread);
-} threads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct pkprof_syscall_key);
-	__type(value, struct pkprof_syscall_stat);
-} syscalls SEC(".maps");
-
-/* The record types reach BTF (and so Rust) through the map definitions above. */
-
-static __always_inline struct pkprof_cpu *this_cpu(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&cpus, &zero);
-}
-
-/*
- * User or kernel mode of a task whose mode we have not tracked yet (first seen since attach).
- * Kernel threads are always in the kernel. On x86 a user task's saved registers tell: orig_ax
- * holds the syscall number (>= 0) while it is inside a syscall or exception, and a negative value
- * when an interrupt took it from user mode.
- */
-static __always_inline __u32 infer_mode(struct task_struct *t)
-{
-	if (t->flags & PF_KTHREAD)
-		return PKPROF_MODE_SYS;
-#if defined(__TARGET_ARCH_x86)
-	{
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
-		long orig = BPF_CORE_READ(regs, orig_ax);
-
-		return orig >= 0 ? PKPROF_MODE_SYS : PKPROF_MODE_USER;
-	}
-#else
-	return PKPROF_MODE_UNKNOWN;
-#endif
-}
-
-/* Charges the time since the CPU's last event to the context that was running. */
-static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
-{
-	__u32 i = c->depth & (PKPROF_CTX_DEPTH - 1);
-	__u64 d;
-	__u8 v;
-
-	if (!c->last_ns) {
-		/* First event on this CPU since attach: learn the current task, charge nothing. */
-		__u64 id = bpf_get_current_pid_tgid();
-
-		c->last_ns = now;
-		c->cur_tid = (__u32)id;
-		c->cur_pid = id >> 32;
-		c->depth = 0;
-		c->ctx[0] = PKPROF_CTX_TASK;
-		if (split_modes)
-			c->mode = infer_mode(bpf_get_current_task_btf());
-		return;
-	}
-	d = now - c->last_ns;
-	c->last_ns = now;
-
-	switch (c->ctx[i]) {
-	case PKPROF_CTX_TASK:
-		if (!c->cur_tid) {
-			c->idle_ns += d;
-			return;
-		}
-		c->task_ns += d;
-		c->pending.task_ns += d;
-		if (split_modes) {
-			if (c->mode == PKPROF_MODE_USER)
-				c->pending.user_ns += d;
-			else if (c->mode == PKPROF_MODE_SYS)
-				c->pending.sys_ns += d;
-			else
-				c->pending.unsplit_ns += d;
-		}
-		break;
-	case PKPROF_CTX_HARDIRQ:
-		c->hardirq_ns += d;
-		if (c->cur_tid)
-			c->pending.hardirq_ns += d;
-		break;
-	case PKPROF_CTX_SOFTIRQ:
-		v = c->vec[i];
-		if (v >= PKPROF_NR_SOFTIRQS)
-			break;
-		c->softirq_ns[v] += d;
-		if (c->cur_tid)
-			c->pending.softirq_ns[v] += d;
-		break;
-	}
-}
-
-static __always_inline void push_ctx(struct pkprof_cpu *c, __u8 ctx, __u8 vec)
-{
-	__u32 next = c->depth + 1;
-
-	if (next >= PKPROF_CTX_DEPTH) {
-		c->overflow++; /* swallowed nesting level, matched by its exit below */
-		c->lost.ctx_overflow++;
-		return;
-	}
-	c->depth = next;
-	/* Hide the range check from clang so it keeps the mask the verifier needs. */
-	barrier_var(next);
-	next &= PKPROF_CTX_DEPTH - 1;
-	c->ctx[next] = ctx;
-	c->vec[next] = vec;
-}
-
-static __always_inline void pop_ctx(struct pkprof_cpu *c, __u8 ctx)
-{
-	if (c->overflow) {
-		c->overflow--;
-		return;
-	}
-	if (!c->depth || c->ctx[c->depth & (PKPROF_CTX_DEPTH - 1)] != ctx) {
-		c->lost.unmatched_exit++;
-		return;
-	}
-	c->depth--;
-}
-
-static __always_inline void add_acc(struct pkprof_acc *dst, const struct pkprof_acc *src)
-{
-	dst->task_ns += src->task_ns;
-	dst->hardirq_ns += src->hardirq_ns;
-#pragma unroll
-	for (int i = 0; i < PKPROF_NR_SOFTIRQS; i++)
-		dst->softirq_ns[i] += src->softirq_ns[i];
-	dst->user_ns += src->user_ns;
-	dst->sys_ns += src->sys_ns;
-	dst->unsplit_ns += src->unsplit_ns;
-	dst->syscalls += src->syscalls;
-	dst->faults += src->faults;
-	dst->switches += src->switches;
-}
-
-/* Finds the thread's entry, creating it from the given task when it is new. */
-static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, struct task_struct *t,
-							    __u64 now)
-{
-	__u32 tid = t->pid;
-	struct pkprof_thread *e = bpf_map_lookup_elem(&threads, &tid);
-	struct pkprof_thread fresh = {};
-	long err;
-
-	if (e)
-		return e;
-	fresh.pid = t->tgid;
-	fresh.ppid = BPF_CORE_READ(t, real_parent, tgid);
-	fresh.start_ns = now;
-	fresh.mode = (t->flags & PF_KTHREAD) ? PKPROF_MODE_SYS : PKPROF_MODE_UNKNOWN;
-	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), t->comm);
-	err = bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST: created meanwhile on another CPU */) {
-		c->lost.thread_map_full++;
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&threads, &tid);
-}
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
@@ -209,6 +36,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (!c)
 		return 0;
 	charge(c, now);
+	if (c->tag != PKPROF_TAG_NONE)
+		close_tag(c);
 	if (c->depth || c->overflow) {
 		c->lost.ctx_reset++;
 		c->depth = 0;
@@ -217,6 +46,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	c->ctx[0] = PKPROF_CTX_TASK;
 	c->switches++;
 
+	e = NULL;
 	if (c->cur_tid && c->cur_tid == (__u32)prev->pid) {
 		e = thread_entry(c, prev, now);
 		if (e) {
@@ -230,10 +60,12 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			}
 		}
 	}
+	wq_switch_out(c, e, prev->pid);
 	__builtin_memset(&c->pending, 0, sizeof(c->pending));
 
 	c->cur_tid = next->pid;
 	c->cur_pid = next->tgid;
+	wq_switch_in(c, next);
 	c->mode = PKPROF_MODE_UNKNOWN;
 	c->sys_enter_ns = 0;
 	if (split_modes && next->pid) {
@@ -310,6 +142,8 @@ int BPF_PROG(on_softirq_entry, unsigned int vec)
 		return 0;
 	charge(c, bpf_ktime_get_ns());
 	push_ctx(c, PKPROF_CTX_SOFTIRQ, vec < PKPROF_NR_SOFTIRQS ? vec : 0);
+	if (vec == NET_RX_SOFTIRQ)
+		open_tag(c, PKPROF_TAG_NET_SKB, 0);
 	return 0;
 }
 

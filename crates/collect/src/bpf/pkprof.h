@@ -22,6 +22,27 @@ enum pkprof_ctx {
 	PKPROF_CTX_SOFTIRQ = 2,
 };
 
+/*
+ * Served-event tags (design notes §2): which beneficiary the interrupt-context work running now
+ * serves. A tag is opened by a chain's event (an skb entering the stack, a block request
+ * completing) at the current interrupt depth and closed by the next such event or by the exit of
+ * that context; interrupt time charged in between accumulates in the tag.
+ */
+enum pkprof_tag {
+	PKPROF_TAG_NONE = 0,
+	PKPROF_TAG_NET_SKB = 1,  /* NET_RX work for an skb whose socket is not known yet */
+	PKPROF_TAG_NET_SOCK = 2, /* NET_RX work for a socket (key: struct sock address) */
+	PKPROF_TAG_BLOCK = 3,    /* block I/O completion for a request's issuer (key: tid) */
+};
+
+/* Attribution chains: kernel work done for a thread by someone else. */
+enum pkprof_chain {
+	PKPROF_CHAIN_NET = 0,
+	PKPROF_CHAIN_BLOCK = 1,
+	PKPROF_CHAIN_WORKQ = 2,
+	PKPROF_NR_CHAINS = 3,
+};
+
 /* User/kernel mode of a thread, known only with the syscall tracepoints attached. */
 enum pkprof_mode {
 	PKPROF_MODE_UNKNOWN = 0,
@@ -45,6 +66,14 @@ struct pkprof_acc {
 	__u64 syscalls;
 	__u64 faults;
 	__u64 switches;
+	/* Task time spent running work items queued by others (kworkers); billed to the queuer. */
+	__u64 served_out_ns;
+};
+
+/* Work others ran for a thread, per chain; added atomically from any CPU. */
+struct pkprof_served {
+	__u64 ns[PKPROF_NR_CHAINS];
+	__u64 items[PKPROF_NR_CHAINS];
 };
 
 /* Value of the `threads` hash map, keyed by thread id (kernel pid). */
@@ -53,9 +82,12 @@ struct pkprof_thread {
 	__u32 ppid; /* parent's thread group id, when the fork was seen; else 0 */
 	__u64 cgroup_id;
 	__u64 start_ns; /* first seen (ktime) */
+	__u32 kthread;  /* a kernel thread: its own time belongs to the KERNEL bucket */
+	__u32 wq_tid;   /* kworker off-CPU inside a work item: the item's beneficiary, else 0 */
 	__u64 exit_ns;  /* ktime of sched_process_exit, 0 while alive */
 	char comm[PKPROF_COMM_LEN];
 	struct pkprof_acc acc;
+	struct pkprof_served served;
 	/* Saved per-thread registers of syscall mode while the thread is off-CPU. */
 	__u64 sys_enter_ns;
 	__u32 sys_nr;
@@ -81,6 +113,22 @@ struct pkprof_lost {
 	__u64 ctx_overflow;     /* interrupt nesting deeper than PKPROF_CTX_DEPTH */
 	__u64 unmatched_exit;   /* an IRQ/softirq exit without its entry (missed event or attach) */
 	__u64 ctx_reset;        /* a context switch found interrupt contexts still open */
+	__u64 tag_map_full;     /* a socket / request / work item did not fit in its tag map */
+};
+
+/* Value of `socks`, keyed by struct sock address: NET_RX time waiting for the socket's reader. */
+struct pkprof_sock {
+	__u64 pending_ns;
+	__u64 first_ns; /* when pending_ns became non-zero (for expiry) */
+	__u64 last_ns;  /* last credit or consumption */
+	__u64 skbs;     /* skbs whose processing is in pending_ns */
+};
+
+/* Value of `reqs` (block requests) and `works` (work items): who the work is for. */
+struct pkprof_owner {
+	__u32 tid; /* 0: no beneficiary (KERNEL) */
+	__u32 pid;
+	__u64 since_ns;
 };
 
 /* Value of the per-CPU `cpus` array (one entry, one copy per CPU). */
@@ -104,6 +152,24 @@ struct pkprof_cpu {
 	__u64 hardirq_ns;
 	__u64 softirq_ns[PKPROF_NR_SOFTIRQS];
 	__u64 switches;
+	/* Served-event register (interrupt context). */
+	__u32 tag;       /* enum pkprof_tag */
+	__u32 tag_depth; /* context depth the tag belongs to */
+	__u64 tag_key;
+	__u64 tag_ns;    /* interrupt time accumulated for the open tag */
+	__u32 tag_has_skb;
+	/* Work item being run by the current kworker, and its beneficiary. */
+	__u32 wq_tid;    /* beneficiary thread, 0 = none */
+	__u32 wq_worker; /* the kworker running it */
+	__u32 pad2;
+	__u64 wq_ns;     /* task time of the item not yet credited */
+	/* Interrupt time that served no known thread: untagged, tags without owner, expired, orphans. */
+	__u64 kernel_irq_ns;
+	/* Work-item time whose beneficiary was gone when credited. */
+	__u64 orphan_wq_ns;
+	/* Socket time nobody read within the expiry time (also in KERNEL), and how many times. */
+	__u64 expired_ns;
+	__u64 expired_tags;
 	struct pkprof_lost lost;
 };
 

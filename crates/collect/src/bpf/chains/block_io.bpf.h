@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Block I/O chain: completion work (BLOCK softirq, or the device's hard IRQ) billed to the thread
+ * that issued the request. `block_rq_issue` records the issuer by request address; each
+ * `block_rq_complete` in interrupt context opens a tag for that issuer, closed by the next
+ * completion or the end of the context.
+ */
+#ifndef PKPROF_BLOCK_IO_BPF_H
+#define PKPROF_BLOCK_IO_BPF_H
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* resized by the loader */
+	__type(key, __u64);
+	__type(value, struct pkprof_owner);
+} reqs SEC(".maps");
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(on_block_rq_issue, struct request *rq)
+{
+	struct pkprof_cpu *c = this_cpu();
+	struct pkprof_owner o = {};
+	__u64 key = (__u64)rq;
+
+	if (!c)
+		return 0;
+	o.tid = beneficiary(c);
+	o.since_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&reqs, &key, &o, BPF_ANY))
+		c->lost.tag_map_full++;
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	struct pkprof_cpu *c = this_cpu();
+	__u64 key = (__u64)rq;
+	struct pkprof_owner *o;
+	__u32 tid = 0;
+
+	if (!c)
+		return 0;
+	o = bpf_map_lookup_elem(&reqs, &key);
+	if (o) {
+		tid = o->tid;
+		bpf_map_delete_elem(&reqs, &key);
+	}
+	if (!c->depth)
+		return 0; /* completed in the task's own context: its own time */
+	charge(c, bpf_ktime_get_ns());
+	open_tag(c, PKPROF_TAG_BLOCK, tid);
+	return 0;
+}
+
+#endif /* PKPROF_BLOCK_IO_BPF_H */

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * NET RX chain: NET_RX softirq time billed to the process that reads the socket.
+ *
+ * A NET_RX softirq opens an skb tag; each `netif_receive_skb` starts the next skb's segment (the
+ * softirq's overhead before the first skb joins the first one). `tcp_probe` and `sk_data_ready`
+ * link the segment to its socket, so the whole segment (including the reader's wake-up that follows
+ * data_ready) is held on the socket (`socks`). When a thread reads from or writes to the socket
+ * (`sock_recv_length` / `sock_send_length`, in its own context) the held time is billed to it.
+ * Held time nobody claims within `tag_expire_ns` goes to KERNEL and is counted as expired.
+ */
+#ifndef PKPROF_NET_RX_BPF_H
+#define PKPROF_NET_RX_BPF_H
+
+const volatile __u64 tag_expire_ns = 1000000000ULL;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* resized by the loader */
+	__type(key, __u64);
+	__type(value, struct pkprof_sock);
+} socks SEC(".maps");
+
+static __always_inline void net_credit_sock(struct pkprof_cpu *c, __u64 sk, __u64 ns)
+{
+	struct pkprof_sock *s = bpf_map_lookup_elem(&socks, &sk);
+	__u64 now = c->last_ns;
+
+	if (!s) {
+		struct pkprof_sock fresh = {};
+		long err = bpf_map_update_elem(&socks, &sk, &fresh, BPF_NOEXIST);
+
+		if (err && err != -17) {
+			c->lost.tag_map_full++;
+			c->kernel_irq_ns += ns;
+			return;
+		}
+		s = bpf_map_lookup_elem(&socks, &sk);
+		if (!s) {
+			c->kernel_irq_ns += ns;
+			return;
+		}
+	}
+	if (s->pending_ns && now - s->first_ns > tag_expire_ns) {
+		/* Nobody read it in time: hand the old share to KERNEL, keep the new one. */
+		__u64 old = __sync_lock_test_and_set(&s->pending_ns, 0);
+
+		s->skbs = 0;
+		c->expired_ns += old;
+		c->expired_tags++;
+		c->kernel_irq_ns += old;
+	}
+	if (!s->pending_ns)
+		s->first_ns = now;
+	__sync_fetch_and_add(&s->pending_ns, ns);
+	__sync_fetch_and_add(&s->skbs, 1);
+	s->last_ns = now;
+}
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(on_netif_receive_skb, struct sk_buff *skb)
+{
+	struct pkprof_cpu *c = this_cpu();
+
+	if (!c || !c->depth)
+		return 0; /* process-context receive is the process's own time */
+	charge(c, bpf_ktime_get_ns());
+	if (c->tag == PKPROF_TAG_NET_SKB && c->tag_depth == c->depth && !c->tag_has_skb) {
+		c->tag_has_skb = 1; /* the softirq's first skb: keeps the overhead before it */
+		return 0;
+	}
+	open_tag(c, PKPROF_TAG_NET_SKB, 0);
+	c->tag_has_skb = 1;
+	return 0;
+}
+
+/* The skb in the open segment belongs to socket sk. */
+static __always_inline void net_link(const struct sock *sk)
+{
+	struct pkprof_cpu *c = this_cpu();
+	__u64 key = (__u64)sk;
+
+	if (!c || !c->depth || c->tag_depth != c->depth)
+		return;
+	if (c->tag == PKPROF_TAG_NET_SKB) {
+		c->tag = PKPROF_TAG_NET_SOCK;
+		c->tag_key = key;
+	} else if (c->tag == PKPROF_TAG_NET_SOCK && c->tag_key != key) {
+		/* Delivered to another socket too (e.g. a listener and its child). */
+		charge(c, bpf_ktime_get_ns());
+		open_tag(c, PKPROF_TAG_NET_SOCK, key);
+	}
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(on_tcp_probe, struct sock *sk, const struct sk_buff *skb)
+{
+	net_link(sk);
+	return 0;
+}
+
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(on_sk_data_ready, const struct sock *sk)
+{
+	net_link(sk);
+	return 0;
+}
+
+/* The current thread uses socket sk: the receive work held on it is its cost. */
+static __always_inline void net_consume(struct sock *sk)
+{
+	__u64 key = (__u64)sk;
+	struct pkprof_sock *s = bpf_map_lookup_elem(&socks, &key);
+	struct pkprof_cpu *c;
+	__u64 ns, skbs;
+
+	if (!s || !s->pending_ns)
+		return;
+	c = this_cpu();
+	if (!c)
+		return;
+	ns = __sync_lock_test_and_set(&s->pending_ns, 0);
+	skbs = __sync_lock_test_and_set(&s->skbs, 0);
+	s->last_ns = bpf_ktime_get_ns();
+	if (!ns)
+		return;
+	/* Make sure the reader has an entry: it may not have been switched out since attach. */
+	if (!thread_entry(c, bpf_get_current_task_btf(), s->last_ns)) {
+		c->kernel_irq_ns += ns;
+		return;
+	}
+	credit_thread(c, (__u32)bpf_get_current_pid_tgid(), PKPROF_CHAIN_NET, ns, skbs);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
+{
+	net_consume(sk);
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
+{
+	net_consume(sk);
+	return 0;
+}
+
+#endif /* PKPROF_NET_RX_BPF_H */

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Workqueue chain: a kworker's execution of a work item billed to the thread that queued it
+ * (keyed by the work_struct address). Items queued in interrupt context inherit the open block
+ * tag's owner; items queued by an attributed item inherit its owner. While a kworker sleeps inside
+ * an item, the item's owner is saved in the kworker's thread entry and restored when it runs again.
+ */
+#ifndef PKPROF_WORKQUEUE_BPF_H
+#define PKPROF_WORKQUEUE_BPF_H
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); /* resized by the loader */
+	__type(key, __u64);
+	__type(value, struct pkprof_owner);
+} works SEC(".maps");
+
+SEC("tp_btf/workqueue_queue_work")
+int BPF_PROG(on_workqueue_queue_work, int req_cpu, struct pool_workqueue *pwq, struct work_struct *work)
+{
+	struct pkprof_cpu *c = this_cpu();
+	struct pkprof_owner o = {};
+	__u64 key = (__u64)work;
+
+	if (!c)
+		return 0;
+	o.tid = beneficiary(c);
+	if (!o.tid)
+		return 0; /* system work: the kworker's own time stays KERNEL */
+	o.since_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&works, &key, &o, BPF_ANY))
+		c->lost.tag_map_full++;
+	return 0;
+}
+
+SEC("tp_btf/workqueue_execute_start")
+int BPF_PROG(on_workqueue_execute_start, struct work_struct *work)
+{
+	struct pkprof_cpu *c = this_cpu();
+	__u64 key = (__u64)work;
+	struct pkprof_owner *o;
+	__u32 tid;
+
+	if (!c)
+		return 0;
+	o = bpf_map_lookup_elem(&works, &key);
+	if (!o)
+		return 0;
+	tid = o->tid;
+	bpf_map_delete_elem(&works, &key);
+	charge(c, bpf_ktime_get_ns());
+	c->wq_tid = tid;
+	c->wq_worker = c->cur_tid;
+	c->wq_ns = 0;
+	return 0;
+}
+
+SEC("tp_btf/workqueue_execute_end")
+int BPF_PROG(on_workqueue_execute_end, struct work_struct *work, work_func_t function)
+{
+	struct pkprof_cpu *c = this_cpu();
+
+	if (!c || !c->wq_tid || c->wq_worker != c->cur_tid)
+		return 0;
+	charge(c, bpf_ktime_get_ns());
+	credit_thread(c, c->wq_tid, PKPROF_CHAIN_WORKQ, c->wq_ns, 1);
+	c->wq_tid = 0;
+	c->wq_ns = 0;
+	return 0;
+}
+
+/* At a context switch: credit a kworker's item time so far and park the item's owner. */
+static __always_inline void wq_switch_out(struct pkprof_cpu *c, struct pkprof_thread *prev_entry, __u32 prev_tid)
+{
+	if (!c->wq_tid || c->wq_worker != prev_tid)
+		return;
+	credit_thread(c, c->wq_tid, PKPROF_CHAIN_WORKQ, c->wq_ns, 0);
+	if (prev_entry)
+		prev_entry->wq_tid = c->wq_tid;
+	c->wq_tid = 0;
+	c->wq_ns = 0;
+}
+
+/* A kworker resuming inside an item gets its owner back. */
+static __always_inline void wq_switch_in(struct pkprof_cpu *c, struct task_struct *next)
+{
+	__u32 tid = next->pid;
+	struct pkprof_thread *e;
+
+	if (!(next->flags & PF_WQ_WORKER))
+		return;
+	e = bpf_map_lookup_elem(&threads, &tid);
+	if (!e || !e->wq_tid)
+		return;
+	c->wq_tid = e->wq_tid;
+	c->wq_worker = tid;
+	c->wq_ns = 0;
+	e->wq_tid = 0;
+}
+
+#endif /* PKPROF_WORKQUEUE_BPF_H */
