@@ -96,6 +96,12 @@ struct CollectArgs {
     /// Capacity of the kernel's thread table; threads beyond it are counted as lost.
     #[arg(long, default_value_t = 32768)]
     max_threads: u32,
+    /// Capacity of each attribution tag table (sockets, block requests, work items).
+    #[arg(long, default_value_t = 16384)]
+    max_tags: u32,
+    /// Seconds receive work may wait on a socket for its reader before it is billed to KERNEL.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]
+    tag_expire: f64,
     /// Have the kernel measure pkprof's own BPF run time (shown in JSON and metrics).
     #[arg(long)]
     bpf_stats: bool,
@@ -149,6 +155,8 @@ impl TopArgs {
             cgroup: self.filter.cgroup,
             syscalls: self.collect.syscalls,
             max_threads: self.collect.max_threads,
+            max_tags: self.collect.max_tags,
+            tag_expire: std::time::Duration::from_secs_f64(self.collect.tag_expire),
             bpf_stats: self.collect.bpf_stats,
             listen: self.serve.listen,
             allow_remote: self.serve.allow_remote,

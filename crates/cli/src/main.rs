@@ -9,14 +9,18 @@ mod top;
 use clap::Parser;
 
 fn main() {
-    let args = cli::Cli::parse();
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => usage_error(e),
+    };
     init_logging(args.verbose);
     let result = match args.command {
         cli::Command::Top(top) => top::run(top.into_options()),
     };
     if let Err(e) = result {
-        // One line: the context chain joined, never a backtrace.
-        eprintln!("pkprof: {e:#}");
+        // One line: the context chain joined (messages of other crates may span lines), never a
+        // backtrace.
+        eprintln!("pkprof: {}", one_line(&format!("{e:#}")));
         std::process::exit(1);
     }
 }
@@ -36,4 +40,34 @@ fn init_logging(verbose: u8) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+}
+
+/// --help and --version print as clap does; a bad argument is one line, like every other error.
+fn usage_error(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    // clap's first line is "error: <what>"; the usage and tips that follow are dropped.
+    let text = e.to_string();
+    let what = text.lines().next().unwrap_or_default();
+    eprintln!(
+        "pkprof: {} (see pkprof --help)",
+        what.strip_prefix("error: ").unwrap_or(what)
+    );
+    std::process::exit(2);
+}
+
+/// Joins the lines of a multi-line message (e.g. a regex syntax error with its caret diagram).
+fn one_line(msg: &str) -> String {
+    msg.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }

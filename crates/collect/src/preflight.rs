@@ -18,6 +18,7 @@ pub const CORE_TRACEPOINTS: &[(&str, &str)] = &[
     ("sched", "sched_process_exec"),
     ("sched", "sched_process_exit"),
     ("task", "task_rename"),
+    ("cgroup", "cgroup_attach_task"),
     ("irq", "irq_handler_entry"),
     ("irq", "irq_handler_exit"),
     ("irq", "softirq_entry"),

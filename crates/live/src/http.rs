@@ -1,7 +1,7 @@
 //! The HTTP endpoints of `pkprof top --listen`: `/metrics` (Prometheus text exposition of the latest
 //! frame) and `/stream` (every new frame as one JSON line, chunked, until the client goes away).
 
-use std::io::Read;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -9,7 +9,7 @@ use std::thread;
 
 use anyhow::{anyhow, Result};
 use pkprof_accounting::Frame;
-use tiny_http::{Header, Response, StatusCode};
+use tiny_http::{Header, Response};
 
 use crate::prometheus::Exposition;
 
@@ -100,21 +100,7 @@ fn handle(shared: &Arc<Shared>, req: tiny_http::Request) {
             // Each stream blocks its own thread until the client disconnects or we stop.
             let _ = thread::Builder::new()
                 .name("pkprof-stream".into())
-                .spawn(move || {
-                    let body = JsonLines {
-                        rx,
-                        buf: Vec::new(),
-                        pos: 0,
-                    };
-                    let resp = Response::new(
-                        StatusCode(200),
-                        vec![header("Content-Type", "application/x-ndjson")],
-                        body,
-                        None,
-                        None,
-                    );
-                    let _ = req.respond(resp);
-                });
+                .spawn(move || stream(req, &rx));
             Ok(())
         }
         "/" => req.respond(Response::from_string(
@@ -127,25 +113,37 @@ fn handle(shared: &Arc<Shared>, req: tiny_http::Request) {
     }
 }
 
-/// A `Read` over frames arriving on a channel, one JSON line each; ends when the sender is gone.
-struct JsonLines {
-    rx: Receiver<Arc<Frame>>,
-    buf: Vec<u8>,
-    pos: usize,
-}
-
-impl Read for JsonLines {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        if self.pos >= self.buf.len() {
-            let Ok(frame) = self.rx.recv() else {
-                return Ok(0);
-            };
-            self.buf = (crate::json::render(&frame) + "\n").into_bytes();
-            self.pos = 0;
+/// Writes every frame as one JSON line as soon as it arrives, until the client goes away or the
+/// server stops. The response is written by hand: tiny_http's own body writer would hold HTTP/1.1
+/// output back in 8 KiB chunks (a small frame reached the client several refreshes late) and read
+/// an HTTP/1.0 body to its end before sending anything (never, here, while buffering every frame).
+/// HTTP/1.1 clients get one chunk per frame; HTTP/1.0 clients a body that ends when the
+/// connection closes.
+fn stream(req: tiny_http::Request, frames: &Receiver<Arc<Frame>>) {
+    let chunked = *req.http_version() > (1, 0);
+    let mut w = req.into_writer();
+    let head = if chunked {
+        "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    } else {
+        "HTTP/1.0 200 OK\r\nContent-Type: application/x-ndjson\r\nCache-Control: no-cache\r\n\r\n"
+    };
+    let mut sent = w.write_all(head.as_bytes()).and_then(|_| w.flush());
+    while sent.is_ok() {
+        let Ok(frame) = frames.recv() else {
+            if chunked {
+                let _ = w.write_all(b"0\r\n\r\n").and_then(|_| w.flush());
+            }
+            return;
+        };
+        let line = crate::json::render(&frame) + "\n";
+        sent = if chunked {
+            write!(w, "{:x}\r\n{line}\r\n", line.len())
+        } else {
+            w.write_all(line.as_bytes())
         }
-        let n = out.len().min(self.buf.len() - self.pos);
-        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
+        .and_then(|_| w.flush());
+    }
+    if let Err(e) = sent {
+        tracing::debug!("/stream client went away: {e}");
     }
 }

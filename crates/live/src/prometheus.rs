@@ -1,19 +1,38 @@
 //! Prometheus text exposition (format 0.0.4) of the latest frame, with bounded cardinality.
 //!
-//! Written by hand rather than through a metrics registry crate: the series are a fresh, bounded
-//! snapshot each scrape (top N processes by cumulative CPU, plus one `pid="other"` row), which a
-//! registry of long-lived metric handles does not model; the format itself is a few lines.
-//! Counters: a process's series carries its cumulative totals; when it drops out of the top N or
-//! exits, its total moves into `other`.
+//! Written by hand rather than through a metrics registry crate: the series are a bounded
+//! snapshot rebuilt each refresh (at most N processes plus one `pid="other"` row), which a registry
+//! of long-lived metric handles does not model; the format itself is a few lines.
+//!
+//! Every counter stays monotonic. A process keeps its own series from the refresh it gets a slot
+//! until it exits or, idle for `IDLE_FRAMES` refreshes, gives its slot to a busy process; `other`
+//! holds everything else. A process's series counts from when it got its slot (from attach for
+//! those exported from the first refresh); what it used before stays in `other`, and what its
+//! series showed moves into `other` when it leaves. So the series always sum to the total.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
-use pkprof_accounting::{Counters, Frame, Row, SOFTIRQ_NAMES};
+use pkprof_accounting::{Counters, Frame, Row, CHAIN_NAMES, SOFTIRQ_NAMES};
+
+/// Refreshes without CPU after which an exported process may lose its slot to a busy one.
+const IDLE_FRAMES: u32 = 60;
+
+#[derive(Default)]
+struct Member {
+    /// Part of the process's total already counted in `other`.
+    offset: Counters,
+    exported: bool,
+    idle_frames: u32,
+    /// Shown (in `other`) by an earlier refresh.
+    shown: bool,
+}
 
 pub struct Exposition {
     top_n: usize,
-    /// Totals of processes that have exited: they stay in `other` for good.
-    exited: Counters,
+    members: HashMap<u32, Member>,
+    /// Part of `other` no longer carried by a live unexported row.
+    frozen: Counters,
     text: String,
 }
 
@@ -21,7 +40,8 @@ impl Exposition {
     pub fn new(top_n: usize) -> Self {
         Exposition {
             top_n,
-            exited: Counters::default(),
+            members: HashMap::new(),
+            frozen: Counters::default(),
             text: String::from("# no frame yet\n"),
         }
     }
@@ -31,26 +51,87 @@ impl Exposition {
         &self.text
     }
 
-    pub fn update(&mut self, frame: &Frame) {
-        let mut rows: Vec<&Row> = frame.rows.iter().collect();
-        rows.sort_by(|a, b| {
-            b.total
-                .on_cpu_ns()
-                .cmp(&a.total.on_cpu_ns())
-                .then(a.pid.cmp(&b.pid))
-        });
-        let cut = rows.len().min(self.top_n);
-        let mut other = self.exited;
-        for r in &rows[cut..] {
-            other.add(&r.total);
+    /// Moves what `m`'s series (or its share of `other`) carried so far into `frozen`.
+    fn settle(frozen: &mut Counters, m: &mut Member, total: &Counters) {
+        frozen.add(&total.since(&m.offset));
+        m.offset = *total;
+    }
+
+    /// Gives free (or idle) slots to the busiest rows without one.
+    fn assign_slots(&mut self, frame: &Frame) {
+        let id = |r: &Row| r.tid.unwrap_or(r.pid);
+        for r in &frame.rows {
+            let m = self.members.entry(id(r)).or_default();
+            m.idle_frames = if r.delta.cost_ns() == 0 {
+                m.idle_frames + 1
+            } else {
+                0
+            };
         }
+        let mut candidates: Vec<&Row> = frame
+            .rows
+            .iter()
+            .filter(|r| !self.members[&id(r)].exported)
+            .collect();
+        candidates.sort_by(|a, b| {
+            b.delta
+                .cost_ns()
+                .cmp(&a.delta.cost_ns())
+                .then(b.total.cost_ns().cmp(&a.total.cost_ns()))
+                .then(id(a).cmp(&id(b)))
+        });
+        let mut exported = self.members.values().filter(|m| m.exported).count();
+        for r in candidates {
+            if exported >= self.top_n {
+                // A busy row may take the slot of an exported row idle for long enough.
+                if r.delta.cost_ns() == 0 {
+                    break;
+                }
+                let Some(idle) = frame.rows.iter().find(|o| {
+                    let m = &self.members[&id(o)];
+                    m.exported && m.idle_frames >= IDLE_FRAMES
+                }) else {
+                    break;
+                };
+                let m = self.members.get_mut(&id(idle)).expect("member of a row");
+                Self::settle(&mut self.frozen, m, &idle.total);
+                m.exported = false;
+                exported -= 1;
+            }
+            let m = self.members.get_mut(&id(r)).expect("member of a row");
+            if m.shown {
+                Self::settle(&mut self.frozen, m, &r.total);
+            }
+            m.exported = true;
+            exported += 1;
+        }
+    }
+
+    pub fn update(&mut self, frame: &Frame) {
+        self.assign_slots(frame);
+        let id = |r: &Row| r.tid.unwrap_or(r.pid);
+        let mut exported: Vec<(&Row, Counters)> = Vec::new();
+        let mut other = self.frozen;
+        for r in &frame.rows {
+            let m = &self.members[&id(r)];
+            let own = r.total.since(&m.offset);
+            if m.exported {
+                exported.push((r, own));
+            } else {
+                other.add(&own);
+            }
+        }
+        exported.sort_by(|a, b| {
+            b.1.cost_ns()
+                .cmp(&a.1.cost_ns())
+                .then(id(a.0).cmp(&id(b.0)))
+        });
         let mut s = String::with_capacity(8192);
         let split = frame.split_modes;
-        let _ = writeln!(s, "# HELP pkprof_cpu_seconds_total CPU time while the process was current, by kind: its own time (task, or user/sys/unsplit with --syscalls) and interrupt work Linux billed to it (hardirq, softirq).");
+        let _ = writeln!(s, "# HELP pkprof_cpu_seconds_total CPU time by kind. While the process was current: own (or user/sys/unsplit with --syscalls), served_out (work items it ran for others), hardirq and softirq (interrupt work Linux billed to it). Done for it elsewhere: net, block, workq. own+net+block+workq is what the process cost the machine.");
         let _ = writeln!(s, "# TYPE pkprof_cpu_seconds_total counter");
-        let id = |r: &Row| r.tid.unwrap_or(r.pid).to_string();
-        for r in &rows[..cut] {
-            write_kinds(&mut s, &id(r), &r.comm, &r.total, split);
+        for (r, own) in &exported {
+            write_kinds(&mut s, &id(r).to_string(), &r.comm, own, split);
         }
         write_kinds(&mut s, "other", "other", &other, split);
 
@@ -114,8 +195,13 @@ impl Exposition {
         let _ = writeln!(s, "pkprof_self_rss_bytes {}", frame.self_usage.rss_bytes);
         self.text = s;
 
+        for m in self.members.values_mut() {
+            m.shown = true;
+        }
         for r in frame.rows.iter().filter(|r| r.exited) {
-            self.exited.add(&r.total);
+            if let Some(mut m) = self.members.remove(&id(r)) {
+                Self::settle(&mut self.frozen, &mut m, &r.total);
+            }
         }
     }
 }
@@ -130,14 +216,19 @@ fn write_kinds(s: &mut String, pid: &str, comm: &str, c: &Counters, split: bool)
         );
     };
     if split {
+        // Work items run for others are kernel time of the kworker: taken out of sys.
         kind("user", c.user_ns);
-        kind("sys", c.sys_ns);
+        kind("sys", c.sys_ns.saturating_sub(c.served_out_ns));
         kind("unsplit", c.unsplit_ns);
     } else {
-        kind("task", c.task_ns);
+        kind("own", c.own_ns());
     }
+    kind("served_out", c.served_out_ns);
     kind("hardirq", c.hardirq_ns);
     kind("softirq", c.softirq_ns.iter().sum());
+    for (chain, ns) in CHAIN_NAMES.iter().zip(c.served_ns) {
+        kind(chain, ns);
+    }
 }
 
 fn secs(ns: u64) -> String {
@@ -149,4 +240,84 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn row(pid: u32, total_s: u64, delta_s: u64) -> Row {
+        let mut r = Row {
+            pid,
+            comm: format!("p{pid}"),
+            ..Row::default()
+        };
+        r.total.task_ns = total_s * S;
+        r.delta.task_ns = delta_s * S;
+        r
+    }
+
+    fn task_series(text: &str) -> Vec<(String, f64)> {
+        text.lines()
+            .filter(|l| l.starts_with("pkprof_cpu_seconds_total{") && l.contains("kind=\"task\""))
+            .map(|l| {
+                let pid = l
+                    .split("pid=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .to_string();
+                (pid, l.rsplit(' ').next().unwrap().parse().unwrap())
+            })
+            .collect()
+    }
+
+    /// Whatever the ranking does, `other` never drops and the series add up to the totals.
+    #[test]
+    fn other_stays_monotonic_and_series_sum_to_totals() {
+        let mut e = Exposition::new(1);
+        let frames = [
+            vec![row(1, 10, 10), row(2, 5, 5)],
+            vec![row(1, 10, 0), row(2, 20, 15)],
+            vec![row(1, 30, 20), row(2, 20, 0)],
+        ];
+        let mut last_other = 0.0;
+        for rows in frames {
+            let sum: u64 = rows.iter().map(|r| r.total.task_ns).sum();
+            e.update(&Frame {
+                rows,
+                ..Frame::default()
+            });
+            let series = task_series(e.text());
+            let other = series.iter().find(|(p, _)| p == "other").unwrap().1;
+            assert!(
+                other >= last_other,
+                "other dropped: {last_other} -> {other}"
+            );
+            last_other = other;
+            let total: f64 = series.iter().map(|(_, v)| v).sum();
+            assert!((total - sum as f64 / S as f64).abs() < 1e-6, "{}", e.text());
+        }
+        // A busy process takes the slot of one idle for IDLE_FRAMES refreshes; still monotonic.
+        for i in 0..=IDLE_FRAMES as u64 {
+            e.update(&Frame {
+                rows: vec![row(1, 30, 0), row(2, 21 + i, 1)],
+                ..Frame::default()
+            });
+            let series = task_series(e.text());
+            let other = series.iter().find(|(p, _)| p == "other").unwrap().1;
+            assert!(other >= last_other);
+            last_other = other;
+        }
+        let series = task_series(e.text());
+        assert!(
+            series.iter().any(|(p, _)| p == "2"),
+            "busy pid 2 got the slot: {series:?}"
+        );
+        assert!(!series.iter().any(|(p, _)| p == "1"));
+    }
 }

@@ -62,28 +62,56 @@ pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
     }
     s.push('\n');
     let id = if frame.per_thread { "TID" } else { "PID" };
+    let _ = writeln!(s, "{}", buckets_line(frame));
     let _ = writeln!(
         s,
-        "{id:>8} {:<16} {:>6} {:>6} {:>6} {:>10} {:>11}",
-        "COMMAND", "CPU%", "USER%", "SYS%", "IRQ-BILLED", "TIME+"
+        "{id:>8} {:<16} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>11}",
+        "COMMAND", "CPU%", "USER%", "SYS%", "OWN%", "+NET%", "+BLK%", "+WQ%", "=COST%", "BILLED", "COST TIME+"
     );
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |p| format!("{p:.1}"));
     for r in frame.rows.iter().take(max_rows.unwrap_or(usize::MAX)) {
-        let total_s = r.total.on_cpu_ns() as f64 / 1e9;
+        let total_s = r.total.cost_ns() as f64 / 1e9;
         let _ = writeln!(
             s,
-            "{:>8} {:<16} {:>6.1} {:>6} {:>6} {:>10.1} {:>11}{}",
+            "{:>8} {:<16} {:>6.1} {:>6} {:>6} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>11}{}",
             r.tid.unwrap_or(r.pid),
             r.comm,
             r.cpu_pct,
             opt(r.user_pct),
             opt(r.sys_pct),
-            r.irq_billed_pct,
+            r.own_pct,
+            r.net_pct,
+            r.block_pct,
+            r.workq_pct,
+            r.cost_pct,
+            r.billed_for_others_pct,
             format_time(total_s),
             if r.exited { " (exited)" } else { "" }
         );
     }
     s
+}
+
+/// Where all CPU time since attach went, in percent of wall time x CPUs.
+pub fn buckets_line(frame: &Frame) -> String {
+    let b = &frame.buckets;
+    let p = |ns: u64| ns as f64 * 100.0 / b.wall_ns.max(1) as f64;
+    let mut line = format!(
+        "since start: processes {:.1}%, other {:.1}%, KERNEL {:.1}%, idle {:.1}%, in flight {:.2}%",
+        p(b.processes_ns),
+        p(b.other_ns),
+        p(b.kernel_ns),
+        p(b.idle_ns),
+        p(b.in_flight_ns)
+    );
+    if frame.tags.expired > 0 {
+        line.push_str(&format!(
+            "; {} expired tags ({:.3} s to KERNEL)",
+            frame.tags.expired,
+            frame.tags.expired_ns as f64 / 1e9
+        ));
+    }
+    line
 }
 
 /// `MM:SS.hh`, as top's TIME+.

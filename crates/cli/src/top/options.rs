@@ -22,6 +22,8 @@ pub struct TopOptions {
     pub cgroup: Option<PathBuf>,
     pub syscalls: bool,
     pub max_threads: u32,
+    pub max_tags: u32,
+    pub tag_expire: Duration,
     pub bpf_stats: bool,
     pub listen: Option<SocketAddr>,
     pub allow_remote: bool,
@@ -34,6 +36,8 @@ impl TopOptions {
         CollectorOptions {
             syscalls: self.syscalls,
             max_threads: self.max_threads,
+            max_tags: self.max_tags,
+            tag_expire_ns: self.tag_expire.as_nanos() as u64,
             bpf_stats: self.bpf_stats,
         }
     }

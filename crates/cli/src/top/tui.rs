@@ -164,6 +164,7 @@ fn header_lines(frame: &Frame) -> Vec<Line<'static>> {
         frame.self_usage.cpu_pct,
         frame.self_usage.rss_bytes / (1024 * 1024)
     )));
+    lines.push(Line::from(pkprof_live::text::buckets_line(frame)));
     if let Some(line) = pkprof_live::text::syscall_summary(frame, 6) {
         lines.push(Line::from(line));
     }
@@ -173,29 +174,25 @@ fn header_lines(frame: &Frame) -> Vec<Line<'static>> {
 fn process_table(frame: &Frame) -> Table<'static> {
     let id = if frame.per_thread { "TID" } else { "PID" };
     let header = Row::new([
-        id,
-        "COMMAND",
-        "CPU%",
-        "USER%",
-        "SYS%",
-        "IRQ-BILLED",
-        "TIME+",
+        id, "COMMAND", "CPU%", "USER%", "SYS%", "OWN%", "+NET%", "+BLK%", "+WQ%", "=COST%", "BILLED", "COST TIME+",
     ])
     .style(Style::new().add_modifier(Modifier::REVERSED));
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |p| format!("{p:.1}"));
+    let pct = |p: f64| format!("{p:.1}");
     let rows = frame.rows.iter().map(|r| {
-        let secs = r.total.on_cpu_ns() as f64 / 1e9;
+        let secs = r.total.cost_ns() as f64 / 1e9;
         let row = Row::new([
             r.tid.unwrap_or(r.pid).to_string(),
-            if r.exited {
-                format!("{} (exited)", r.comm)
-            } else {
-                r.comm.clone()
-            },
-            format!("{:.1}", r.cpu_pct),
+            if r.exited { format!("{} (exited)", r.comm) } else { r.comm.clone() },
+            pct(r.cpu_pct),
             opt(r.user_pct),
             opt(r.sys_pct),
-            format!("{:.1}", r.irq_billed_pct),
+            pct(r.own_pct),
+            pct(r.net_pct),
+            pct(r.block_pct),
+            pct(r.workq_pct),
+            pct(r.cost_pct),
+            pct(r.billed_for_others_pct),
             format!("{}:{:05.2}", (secs / 60.0) as u64, secs % 60.0),
         ]);
         if r.exited {
@@ -204,17 +201,11 @@ fn process_table(frame: &Frame) -> Table<'static> {
             row
         }
     });
-    let widths = [
-        Constraint::Length(8),
-        Constraint::Min(16),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Length(10),
-        Constraint::Length(10),
-    ];
+    let mut widths = vec![Constraint::Length(8), Constraint::Min(16)];
+    widths.extend([Constraint::Length(6); 9]);
+    widths.push(Constraint::Length(10));
     Table::new(rows, widths)
         .header(header)
-        .block(Block::bordered().title(" processes by exact CPU "))
+        .block(Block::bordered().title(" processes by what they cost the machine "))
         .row_highlight_style(Style::new().add_modifier(Modifier::BOLD))
 }

@@ -125,8 +125,10 @@ static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 		break;
 	case PKPROF_CTX_HARDIRQ:
 		c->hardirq_ns += d;
-		if (c->cur_tid)
+		if (c->cur_tid) {
 			c->pending.hardirq_ns += d;
+			c->pending_irq = 1;
+		}
 		charge_tag(c, d);
 		break;
 	case PKPROF_CTX_SOFTIRQ:
@@ -134,8 +136,10 @@ static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 		if (v >= PKPROF_NR_SOFTIRQS)
 			break;
 		c->softirq_ns[v] += d;
-		if (c->cur_tid)
+		if (c->cur_tid) {
 			c->pending.softirq_ns[v] += d;
+			c->pending_irq = 1;
+		}
 		charge_tag(c, d);
 		break;
 	}
@@ -173,20 +177,51 @@ static __always_inline void pop_ctx(struct pkprof_cpu *c, __u8 ctx)
 	c->depth--;
 }
 
-static __always_inline void add_acc(struct pkprof_acc *dst, const struct pkprof_acc *src)
+/*
+ * Moves the CPU's pending charges into the thread's entry and clears them. This runs at every
+ * context switch, so it touches only what can be non-zero: interrupt fields when interrupts were
+ * charged, syscall-mode fields in syscall mode.
+ */
+static __always_inline void flush_pending(struct pkprof_cpu *c, struct pkprof_acc *dst)
 {
-	dst->task_ns += src->task_ns;
-	dst->hardirq_ns += src->hardirq_ns;
+	struct pkprof_acc *src = &c->pending;
+
+	if (dst) {
+		dst->task_ns += src->task_ns;
+		dst->switches += src->switches;
+	}
+	src->task_ns = 0;
+	src->switches = 0;
+	if (c->pending_irq) {
+		if (dst) {
+			dst->hardirq_ns += src->hardirq_ns;
 #pragma unroll
-	for (int i = 0; i < PKPROF_NR_SOFTIRQS; i++)
-		dst->softirq_ns[i] += src->softirq_ns[i];
-	dst->user_ns += src->user_ns;
-	dst->sys_ns += src->sys_ns;
-	dst->unsplit_ns += src->unsplit_ns;
-	dst->syscalls += src->syscalls;
-	dst->faults += src->faults;
-	dst->switches += src->switches;
-	dst->served_out_ns += src->served_out_ns;
+			for (int i = 0; i < PKPROF_NR_SOFTIRQS; i++)
+				dst->softirq_ns[i] += src->softirq_ns[i];
+		}
+		src->hardirq_ns = 0;
+		__builtin_memset(src->softirq_ns, 0, sizeof(src->softirq_ns));
+		c->pending_irq = 0;
+	}
+	if (src->served_out_ns) {
+		if (dst)
+			dst->served_out_ns += src->served_out_ns;
+		src->served_out_ns = 0;
+	}
+	if (split_modes) {
+		if (dst) {
+			dst->user_ns += src->user_ns;
+			dst->sys_ns += src->sys_ns;
+			dst->unsplit_ns += src->unsplit_ns;
+			dst->syscalls += src->syscalls;
+			dst->faults += src->faults;
+		}
+		src->user_ns = 0;
+		src->sys_ns = 0;
+		src->unsplit_ns = 0;
+		src->syscalls = 0;
+		src->faults = 0;
+	}
 }
 
 /* Finds the thread's entry, creating it from the given task when it is new. */
@@ -203,6 +238,8 @@ static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, 
 	fresh.pid = t->tgid;
 	fresh.ppid = BPF_CORE_READ(t, real_parent, tgid);
 	fresh.start_ns = now;
+	/* Later moves are followed by the cgroup_attach_task program. */
+	fresh.cgroup_id = bpf_get_current_cgroup_id();
 	fresh.kthread = !!(t->flags & PF_KTHREAD);
 	fresh.mode = fresh.kthread ? PKPROF_MODE_SYS : PKPROF_MODE_UNKNOWN;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), t->comm);

@@ -49,19 +49,16 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	e = NULL;
 	if (c->cur_tid && c->cur_tid == (__u32)prev->pid) {
 		e = thread_entry(c, prev, now);
-		if (e) {
-			c->pending.switches++;
-			add_acc(&e->acc, &c->pending);
-			e->cgroup_id = bpf_get_current_cgroup_id();
-			if (split_modes) {
-				e->mode = c->mode;
-				e->sys_enter_ns = c->sys_enter_ns;
-				e->sys_nr = c->sys_nr;
-			}
+		c->pending.switches++;
+		if (e && split_modes) {
+			e->mode = c->mode;
+			e->sys_enter_ns = c->sys_enter_ns;
+			e->sys_nr = c->sys_nr;
 		}
 	}
 	wq_switch_out(c, e, prev->pid);
-	__builtin_memset(&c->pending, 0, sizeof(c->pending));
+	/* Without an entry (table full, counted in lost) the pending charges are dropped. */
+	flush_pending(c, e ? &e->acc : NULL);
 
 	c->cur_tid = next->pid;
 	c->cur_pid = next->tgid;
@@ -193,6 +190,17 @@ int BPF_PROG(on_task_rename, struct task_struct *task, const char *comm)
 
 	if (e)
 		bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
+	return 0;
+}
+
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(on_cgroup_attach_task, struct cgroup *dst, const char *path, struct task_struct *task, bool threadgroup)
+{
+	__u32 tid = task->pid;
+	struct pkprof_thread *e = bpf_map_lookup_elem(&threads, &tid);
+
+	if (e)
+		e->cgroup_id = BPF_CORE_READ(dst, kn, id);
 	return 0;
 }
 

@@ -139,6 +139,8 @@ struct pkprof_cpu {
 	__u32 cur_pid;
 	__u32 depth; /* index of the innermost open context in ctx/vec */
 	__u32 mode;  /* enum pkprof_mode of the current task (syscall mode) */
+	__u32 pending_irq; /* `pending` holds interrupt time (so the flush must copy it) */
+	__u32 pad0;
 	__u8 ctx[PKPROF_CTX_DEPTH];
 	__u8 vec[PKPROF_CTX_DEPTH];
 	__u64 sys_enter_ns;

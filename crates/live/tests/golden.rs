@@ -1,0 +1,563 @@
+//! Golden-file tests of the live renderers (text frame, JSON line, Prometheus exposition), on
+//! synthetic frames built here, so no root or kernel is involved.
+//!
+//! Each output is compared line by line with `tests/golden/NAME`; a mismatch prints a diff.
+//! `PKPROF_BLESS=1 cargo test -p pkprof-live --test golden` rewrites the files on purpose; without
+//! it a missing golden file is a failure, never created silently.
+//! JSON is stored re-indented (one token per line, scalar arrays kept on one line) so a diff is
+//! readable; the re-indentation only adds whitespace outside strings and is checked to be lossless.
+//! The exposition is also checked with `promtool check metrics` (Debian package `prometheus`).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use pkprof_accounting::{
+    Counters, CpuCounters, CpuRow, Frame, LostCounters, ProgStat, Row, SelfUsage, SyscallRow,
+    NR_SOFTIRQS,
+};
+use pkprof_live::prometheus::Exposition;
+use pkprof_live::{json, text};
+
+const S: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+// Softirq vector numbers (as in SOFTIRQ_NAMES).
+const TIMER: usize = 1;
+const NET_RX: usize = 3;
+const SCHED: usize = 7;
+const RCU: usize = 9;
+
+fn softirqs(v: &[(usize, u64)]) -> [u64; NR_SOFTIRQS] {
+    let mut a = [0; NR_SOFTIRQS];
+    for (i, ns) in v {
+        a[*i] = *ns;
+    }
+    a
+}
+
+/// Cumulative counters; with `split` the task time is divided into user/sys/unsplit (60/30/10).
+fn counters(task_ns: u64, hardirq_ns: u64, soft: &[(usize, u64)], split: bool) -> Counters {
+    let (user_ns, sys_ns) = if split {
+        (task_ns / 10 * 6, task_ns / 10 * 3)
+    } else {
+        (0, 0)
+    };
+    Counters {
+        task_ns,
+        hardirq_ns,
+        softirq_ns: softirqs(soft),
+        user_ns,
+        sys_ns,
+        unsplit_ns: if split { task_ns - user_ns - sys_ns } else { 0 },
+        syscalls: task_ns / MS,
+        faults: 17,
+        switches: 40,
+    }
+}
+
+fn row(pid: u32, comm: &str, cpu_pct: f64, total: Counters, split: bool) -> Row {
+    Row {
+        pid,
+        tid: None,
+        ppid: 1,
+        comm: comm.to_string(),
+        cgroup_id: 4242,
+        threads: 1,
+        exited: false,
+        cpu_pct,
+        user_pct: split.then_some(cpu_pct * 0.75),
+        sys_pct: split.then_some(cpu_pct * 0.25),
+        irq_billed_pct: if total.irq_billed_ns() > 0 { 0.5 } else { 0.0 },
+        delta: Counters {
+            task_ns: (cpu_pct * 1e7) as u64,
+            ..Default::default()
+        },
+        total,
+    }
+}
+
+/// Two CPUs (one with softirq work on several vectors, one below the display threshold), five
+/// processes: a busy one, one whose comm needs escaping, a kernel thread billed softirq work, one
+/// that has just exited and one with over an hour of CPU. Lost counters are non-zero.
+fn frame(split: bool) -> Frame {
+    let cpu0 = CpuRow {
+        cpu: 0,
+        busy_pct: 62.5,
+        idle_pct: 30.0,
+        irq_pct: 2.5,
+        softirq_pct: 5.0,
+        // SCHED 0.04 is below the 0.05 shown in text frames.
+        softirq_pct_by_vec: {
+            let mut v = [0.0; NR_SOFTIRQS];
+            v[TIMER] = 1.5;
+            v[NET_RX] = 3.0;
+            v[SCHED] = 0.04;
+            v[RCU] = 0.46;
+            v
+        },
+        total: CpuCounters {
+            cpu: 0,
+            idle_ns: 30 * S,
+            task_ns: 62 * S + 500 * MS,
+            hardirq_ns: 2 * S + 500 * MS,
+            softirq_ns: softirqs(&[
+                (TIMER, 1500 * MS),
+                (NET_RX, 3 * S),
+                (SCHED, 40 * MS),
+                (RCU, 460 * MS),
+            ]),
+        },
+    };
+    let cpu1 = CpuRow {
+        cpu: 1,
+        busy_pct: 100.0,
+        total: CpuCounters {
+            cpu: 1,
+            task_ns: 100 * S,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut exited = row(5150, "short", 3.0, counters(750 * MS, 0, &[], split), split);
+    exited.exited = true;
+    let mut multi = row(
+        1001,
+        "sh\"q\\x",
+        12.25,
+        counters(20 * S, 0, &[(TIMER, 5 * MS)], split),
+        split,
+    );
+    multi.threads = 4;
+    let rows = vec![
+        row(
+            4242,
+            "busy",
+            99.0,
+            counters(125 * S + 500 * MS, 2 * MS, &[(NET_RX, 8 * MS)], split),
+            split,
+        ),
+        multi,
+        row(
+            77,
+            "ksoftirqd/0",
+            5.0,
+            counters(S, 0, &[(NET_RX, 3 * S), (RCU, 10 * MS)], split),
+            split,
+        ),
+        exited,
+        row(
+            1,
+            "systemd",
+            0.0,
+            counters(3600 * S + 250 * MS, 0, &[], split),
+            split,
+        ),
+    ];
+    let syscalls = if split {
+        vec![
+            SyscallRow {
+                pid: 4242,
+                nr: 0,
+                name: "read".into(),
+                count: 1200,
+                total_ns: 35 * MS,
+                errors: 0,
+            },
+            SyscallRow {
+                pid: 1001,
+                nr: 257,
+                name: "openat".into(),
+                count: 9,
+                total_ns: 120_000,
+                errors: 2,
+            },
+        ]
+    } else {
+        Vec::new()
+    };
+    Frame {
+        unix_s: 1_700_000_000.5,
+        interval_s: 1.0,
+        per_thread: false,
+        split_modes: split,
+        cpus: vec![cpu0, cpu1],
+        rows,
+        syscalls,
+        lost: LostCounters {
+            thread_map_full: 3,
+            ctx_reset: 1,
+            bpf_recursion_misses: 7,
+            ..Default::default()
+        },
+        progs: vec![
+            ProgStat {
+                name: "handle_sched_switch".into(),
+                run_ns: 123_456_789,
+                run_cnt: 1000,
+                recursion_misses: 7,
+            },
+            ProgStat {
+                name: "handle_softirq_entry".into(),
+                run_ns: 0,
+                run_cnt: 0,
+                recursion_misses: 0,
+            },
+        ],
+        self_usage: SelfUsage {
+            cpu_pct: 0.8,
+            rss_bytes: 12 * 1024 * 1024 + 4096,
+        },
+    }
+}
+
+/// The frame with per-thread rows (TID column): two threads of one process.
+fn thread_frame() -> Frame {
+    let mut f = frame(false);
+    f.per_thread = true;
+    f.rows.truncate(2);
+    f.rows[1].pid = 4242;
+    for (r, tid) in f.rows.iter_mut().zip([4242, 4250]) {
+        r.tid = Some(tid);
+        r.threads = 1;
+    }
+    f
+}
+
+// ---------------------------------------------------------------------------------------------
+// Golden-file machinery
+
+fn golden_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+fn check_golden(name: &str, actual: &str) {
+    let path = golden_path(name);
+    if std::env::var_os("PKPROF_BLESS").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        eprintln!("blessed {}", path.display());
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "golden file {} cannot be read ({e}); run with PKPROF_BLESS=1 to create it on purpose",
+            path.display()
+        )
+    });
+    if expected != actual {
+        panic!(
+            "{} differs from the output (- golden, + actual); PKPROF_BLESS=1 rewrites it:\n{}",
+            path.display(),
+            diff(&expected, actual)
+        );
+    }
+}
+
+/// A line diff (longest common subsequence), with golden line numbers; trailing newline
+/// differences show as a `\ no newline` marker.
+fn diff(expected: &str, actual: &str) -> String {
+    let a: Vec<&str> = expected.split_inclusive('\n').collect();
+    let b: Vec<&str> = actual.split_inclusive('\n').collect();
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let show = |l: &str| match l.strip_suffix('\n') {
+        Some(l) => l.to_string(),
+        None => format!("{l}\n\\ no newline at end"),
+    };
+    // (marker, golden line number, text), then printed with two lines of context around changes.
+    let (mut i, mut j, mut ops) = (0, 0, Vec::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            ops.push((' ', i + 1, a[i]));
+            (i, j) = (i + 1, j + 1);
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            ops.push(('-', i + 1, a[i]));
+            i += 1;
+        } else {
+            ops.push(('+', 0, b[j]));
+            j += 1;
+        }
+    }
+    let near = |k: usize| {
+        ops[k.saturating_sub(2)..(k + 3).min(ops.len())]
+            .iter()
+            .any(|o| o.0 != ' ')
+    };
+    let mut out = String::new();
+    for (k, (m, n, l)) in ops.iter().enumerate() {
+        if near(k) {
+            let n = if *m == '+' {
+                String::new()
+            } else {
+                n.to_string()
+            };
+            out += &format!("{n:>5} {m} {}\n", show(l));
+        }
+    }
+    out
+}
+
+/// Compact JSON re-indented: a newline after `{`, `,` and before `}` outside strings; arrays that
+/// hold only scalars stay on one line. Removing the added whitespace gives back the input.
+fn indent_json(compact: &str) -> String {
+    let bytes: Vec<char> = compact.chars().collect();
+    let (mut out, mut depth, mut in_str, mut esc, mut flat) =
+        (String::new(), 0usize, false, false, 0usize);
+    let nl = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    for (k, &c) in bytes.iter().enumerate() {
+        if in_str {
+            out.push(c);
+            (esc, in_str) = (!esc && c == '\\', esc || c != '"');
+            continue;
+        }
+        match c {
+            '"' => {
+                in_str = true;
+                out.push(c);
+            }
+            '[' if flat > 0
+                || !bytes[k + 1..]
+                    .iter()
+                    .take_while(|&&d| d != ']')
+                    .any(|&d| d == '{' || d == '[') =>
+            {
+                flat += 1;
+                out.push(c);
+            }
+            ']' if flat > 0 => {
+                flat -= 1;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                depth += 1;
+                if !matches!(bytes.get(k + 1), Some('}' | ']')) {
+                    nl(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth -= 1;
+                if !matches!(bytes.get(k - 1), Some('{' | '[')) {
+                    nl(&mut out, depth);
+                }
+                out.push(c);
+            }
+            ',' if flat == 0 => {
+                out.push(c);
+                nl(&mut out, depth);
+            }
+            _ => out.push(c),
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// Removes the whitespace `indent_json` adds (outside strings).
+fn unindent_json(s: &str) -> String {
+    let (mut out, mut in_str, mut esc) = (String::new(), false, false);
+    for c in s.chars() {
+        if in_str {
+            (esc, in_str) = (!esc && c == '\\', esc || c != '"');
+        } else if c == '"' {
+            in_str = true;
+        } else if c == ' ' || c == '\n' {
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `promtool check metrics` on the exposition: parse errors and lint problems fail. Skipped (with a
+/// note) only where promtool is not installed.
+fn promtool_check(name: &str, exposition: &str) {
+    use std::io::Write;
+    let mut child = match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("promtool not available ({e}): skipping the parser check of {name}");
+            return;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics rejects {name} ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The value of the one sample line starting with `series ` (e.g. `pkprof_x{a="b"}`).
+fn sample(exposition: &str, series: &str) -> f64 {
+    let hits: Vec<&str> = exposition
+        .lines()
+        .filter_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .collect();
+    assert_eq!(
+        hits.len(),
+        1,
+        "exactly one sample {series} in:\n{exposition}"
+    );
+    hits[0].parse().unwrap()
+}
+
+fn series(pid: &str, comm: &str, kind: &str) -> String {
+    format!("pkprof_cpu_seconds_total{{pid=\"{pid}\",comm=\"{comm}\",kind=\"{kind}\"}}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[test]
+fn text_frame() {
+    check_golden("text_split_off.txt", &text::render(&frame(false), None));
+    check_golden(
+        "text_split_on_3_rows.txt",
+        &text::render(&frame(true), Some(3)),
+    );
+    check_golden("text_threads.txt", &text::render(&thread_frame(), None));
+}
+
+#[test]
+fn text_frame_without_lost_events_has_no_lost_line() {
+    let mut f = frame(false);
+    f.lost = LostCounters::default();
+    let t = text::render(&f, None);
+    assert!(!t.contains("LOST"), "{t}");
+    assert!(text::render(&frame(false), None)
+        .contains("LOST events: thread_map_full=3 ctx_reset=1 bpf_recursion_misses=7\n"));
+}
+
+#[test]
+fn json_line() {
+    for (name, f) in [
+        ("json_split_off.json", frame(false)),
+        ("json_split_on.json", frame(true)),
+    ] {
+        let line = json::render(&f);
+        assert!(!line.contains('\n'), "one line per frame");
+        let v: serde_json::Value = serde_json::from_str(&line).expect("valid JSON");
+        assert_eq!(v["rows"].as_array().unwrap().len(), f.rows.len());
+        assert_eq!(v["rows"][3]["exited"], true);
+        assert_eq!(v["split_modes"], f.split_modes);
+        // Absent measurements are null, never guessed.
+        assert_eq!(v["rows"][0]["user_pct"].is_null(), !f.split_modes);
+        let indented = indent_json(&line);
+        assert_eq!(unindent_json(&indented), line, "re-indentation is lossless");
+        check_golden(name, &indented);
+    }
+}
+
+#[test]
+fn prometheus_all_processes() {
+    let mut e = Exposition::new(20);
+    assert!(
+        e.text().starts_with('#'),
+        "before the first frame only a comment"
+    );
+    e.update(&frame(false));
+    check_golden("prom_split_off.txt", e.text());
+    promtool_check("prom_split_off.txt", e.text());
+    // Everything fits in the top 20: `other` holds nothing yet.
+    assert_eq!(sample(e.text(), &series("other", "other", "task")), 0.0);
+    assert_eq!(sample(e.text(), &series("4242", "busy", "task")), 125.5);
+    // Label values escaped: sh"q\x.
+    assert_eq!(
+        sample(e.text(), &series("1001", r#"sh\"q\\x"#, "softirq")),
+        0.005
+    );
+}
+
+#[test]
+fn prometheus_top_n_sums_the_rest_into_other() {
+    let mut e = Exposition::new(2);
+    e.update(&frame(true));
+    let t = e.text().to_string();
+    check_golden("prom_split_on_top2.txt", &t);
+    promtool_check("prom_split_on_top2.txt", &t);
+    // The 2 slots go to the busiest rows of the interval: busy and the escaped-name shell; idle
+    // systemd (3600.25 s in total), ksoftirqd and the exited process are summed into `other`.
+    let individual: Vec<&str> = t
+        .lines()
+        .filter(|l| l.starts_with("pkprof_cpu_seconds_total{") && l.contains("kind=\"hardirq\""))
+        .collect();
+    assert_eq!(individual.len(), 3, "2 processes + other:\n{t}");
+    assert!(
+        t.contains(&series("4242", "busy", "sys"))
+            && t.contains("pid=\"1001\"")
+            && !t.contains("pid=\"1\""),
+        "{t}"
+    );
+    let others = 3600.25 + 1.0 + 0.75;
+    let split_sum: f64 = ["user", "sys", "unsplit"]
+        .iter()
+        .map(|k| sample(&t, &series("other", "other", k)))
+        .sum();
+    assert!(
+        (split_sum - others).abs() < 1e-9,
+        "other user+sys+unsplit = {split_sum}, want {others}"
+    );
+    assert!((sample(&t, &series("other", "other", "softirq")) - 3.010).abs() < 1e-9);
+    assert!(
+        !t.contains("kind=\"task\""),
+        "no task kind when user/sys is measured"
+    );
+}
+
+#[test]
+fn prometheus_exited_process_moves_into_other() {
+    let mut e = Exposition::new(10);
+    let first = frame(false);
+    e.update(&first);
+    check_golden("prom_exit_1.txt", e.text());
+    assert_eq!(sample(e.text(), &series("5150", "short", "task")), 0.75);
+    assert_eq!(sample(e.text(), &series("other", "other", "task")), 0.0);
+
+    // Next refresh: the exited process is gone, the others ran 1 s more each (busy also got 1 ms
+    // more NET_RX billed); its 0.75 s stays in `other` for good, so the counters never drop.
+    let mut second = first.clone();
+    second.rows.retain(|r| !r.exited);
+    for r in &mut second.rows {
+        r.total.task_ns += S;
+    }
+    second.rows[0].total.softirq_ns[NET_RX] += MS;
+    e.update(&second);
+    let t = e.text().to_string();
+    check_golden("prom_exit_2.txt", &t);
+    promtool_check("prom_exit_2.txt", &t);
+    assert!(!t.contains("pid=\"5150\""), "{t}");
+    assert_eq!(sample(&t, &series("other", "other", "task")), 0.75);
+    assert_eq!(sample(&t, &series("4242", "busy", "task")), 126.5);
+    assert_eq!(sample(&t, &series("4242", "busy", "softirq")), 0.009);
+
+    // And it is counted once only: a third identical frame leaves `other` as it was.
+    e.update(&second);
+    assert_eq!(sample(e.text(), &series("other", "other", "task")), 0.75);
+}
