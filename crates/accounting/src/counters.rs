@@ -99,6 +99,9 @@ pub struct CpuCounters {
     pub task_ns: u64,
     pub hardirq_ns: u64,
     pub softirq_ns: [u64; NR_SOFTIRQS],
+    /// Part of `task_ns` run by a thread whose switch-out the kernel never reported: charged to
+    /// no thread (see `LostCounters::missed_switch`).
+    pub missed_ns: u64,
 }
 
 impl CpuCounters {
@@ -125,6 +128,8 @@ pub struct LostCounters {
     pub unmatched_exit: u64,
     /// A context switch found interrupt contexts still open (an exit was missed).
     pub ctx_reset: u64,
+    /// A thread's switch-out was never reported by the kernel; its last slice is in `missed_ns`.
+    pub missed_switch: u64,
     /// Times the kernel skipped one of our programs because another BPF program was running.
     pub bpf_recursion_misses: u64,
 }
@@ -136,17 +141,19 @@ impl LostCounters {
             + self.ctx_overflow
             + self.unmatched_exit
             + self.ctx_reset
+            + self.missed_switch
             + self.bpf_recursion_misses
     }
 
     /// (name, value) pairs in a fixed order, for renderers.
-    pub fn fields(&self) -> [(&'static str, u64); 6] {
+    pub fn fields(&self) -> [(&'static str, u64); 7] {
         [
             ("thread_map_full", self.thread_map_full),
             ("syscall_map_full", self.syscall_map_full),
             ("ctx_overflow", self.ctx_overflow),
             ("unmatched_exit", self.unmatched_exit),
             ("ctx_reset", self.ctx_reset),
+            ("missed_switch", self.missed_switch),
             ("bpf_recursion_misses", self.bpf_recursion_misses),
         ]
     }

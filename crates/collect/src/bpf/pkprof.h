@@ -81,6 +81,7 @@ struct pkprof_lost {
 	__u64 ctx_overflow;     /* interrupt nesting deeper than PKPROF_CTX_DEPTH */
 	__u64 unmatched_exit;   /* an IRQ/softirq exit without its entry (missed event or attach) */
 	__u64 ctx_reset;        /* a context switch found interrupt contexts still open */
+	__u64 missed_switch;    /* a switch-out the kernel never reported (see missed_ns) */
 };
 
 /* Value of the per-CPU `cpus` array (one entry, one copy per CPU). */
@@ -106,6 +107,8 @@ struct pkprof_cpu {
 	__u64 hardirq_ns;
 	__u64 softirq_ns[PKPROF_NR_SOFTIRQS];
 	__u64 switches;
+	/* Task time of threads whose switch-out was never reported: who ran is unknown. */
+	__u64 missed_ns;
 	struct pkprof_lost lost;
 };
 
