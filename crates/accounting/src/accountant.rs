@@ -140,17 +140,20 @@ impl Accountant {
         for r in rows {
             add_row(&mut b, r, &self.filter);
         }
-        for r in rows.iter().filter(|r| r.exited) {
-            add_row(&mut self.exited, r, &self.filter);
-        }
+        // Rows that exited in earlier frames; this frame's exits are in `rows` one last time.
         b.processes_ns += self.exited.processes_ns;
         b.other_ns += self.exited.other_ns;
         b.kernel_ns += self.exited.kernel_ns;
+        for r in rows.iter().filter(|r| r.exited) {
+            add_row(&mut self.exited, r, &self.filter);
+        }
         for c in &snap.cpus {
             b.wall_ns += c.total_ns();
             b.idle_ns += c.idle_ns;
             b.kernel_ns += c.kernel_irq_ns + c.orphan_wq_ns;
             b.in_flight_ns += c.in_flight_ns;
+            b.other_ns += c.missed_ns;
+            b.unreported_ns += c.missed_ns;
         }
         b.kernel_ns += snap.swept_expired_ns;
         b.in_flight_ns += snap.sockets_pending_ns;

@@ -129,6 +129,9 @@ pub struct CpuCounters {
     pub expired_tags: u64,
     /// Tagged time on this CPU not yet credited to anyone (open tag, running work item).
     pub in_flight_ns: u64,
+    /// Part of `task_ns` run by a thread whose switch-out the kernel never reported: charged to
+    /// no thread (see `LostCounters::missed_switch`).
+    pub missed_ns: u64,
 }
 
 impl CpuCounters {
@@ -157,6 +160,8 @@ pub struct LostCounters {
     pub ctx_reset: u64,
     /// A socket, block request or work item did not fit in its tag table (its work went to KERNEL).
     pub tag_map_full: u64,
+    /// A thread's switch-out was never reported by the kernel; its last slice is in `missed_ns`.
+    pub missed_switch: u64,
     /// Times the kernel skipped one of our programs because another BPF program was running.
     pub bpf_recursion_misses: u64,
 }
@@ -169,11 +174,12 @@ impl LostCounters {
             + self.unmatched_exit
             + self.ctx_reset
             + self.tag_map_full
+            + self.missed_switch
             + self.bpf_recursion_misses
     }
 
     /// (name, value) pairs in a fixed order, for renderers.
-    pub fn fields(&self) -> [(&'static str, u64); 7] {
+    pub fn fields(&self) -> [(&'static str, u64); 8] {
         [
             ("thread_map_full", self.thread_map_full),
             ("syscall_map_full", self.syscall_map_full),
@@ -181,6 +187,7 @@ impl LostCounters {
             ("unmatched_exit", self.unmatched_exit),
             ("ctx_reset", self.ctx_reset),
             ("tag_map_full", self.tag_map_full),
+            ("missed_switch", self.missed_switch),
             ("bpf_recursion_misses", self.bpf_recursion_misses),
         ]
     }

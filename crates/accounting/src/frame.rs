@@ -92,12 +92,16 @@ pub struct Buckets {
     pub idle_ns: u64,
     /// Cost (own + attributed) of the user processes shown (all, without a filter).
     pub processes_ns: u64,
-    /// Cost of user processes outside the filter.
+    /// Cost of user processes outside the filter, and of threads pkprof could not follow (see
+    /// `unreported_ns`).
     pub other_ns: u64,
     /// Kernel threads' own time, interrupt work with no beneficiary, expired and orphaned tags.
     pub kernel_ns: u64,
     /// Tagged work not yet credited: receive time waiting for the socket's reader, open tags.
     pub in_flight_ns: u64,
+    /// Part of `other_ns`: task time of threads whose switch-out the kernel never reported (seen
+    /// for threads outside pkprof's PID namespace; see `lost.missed_switch`).
+    pub unreported_ns: u64,
 }
 
 /// The tag life cycle's losses to KERNEL, cumulative since attach.

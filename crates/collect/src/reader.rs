@@ -18,6 +18,9 @@ use crate::skel::types::{pkprof_sock,
     pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
 };
 
+/// Reads of the thread table tried for one without a context switch during it.
+const READ_TRIES: u32 = 3;
+
 /// Entries fetched per bpf() call when walking a hash map.
 const BATCH: u32 = 512;
 
@@ -73,8 +76,29 @@ fn read_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> CollectError {
 impl Collector {
     /// Reads everything the kernel side has counted since attach.
     pub fn snapshot(&mut self) -> Result<Snapshot, CollectError> {
-        let mut threads = self.read_threads()?;
-        let cpus = self.read_cpus()?;
+        // A context switch during the walk of the thread table may flush a CPU's pending charges
+        // into an entry already read: they would be missing from this read. The per-CPU switch
+        // counts read before and after the walk tell; retry a few times for a consistent read
+        // (under a switch storm the last try is used: at worst a slice shows one read late).
+        let (mut threads, mut finished, mut cpus);
+        let mut tries = 0;
+        loop {
+            let before = self.read_cpus()?;
+            (threads, finished) = self.read_threads()?;
+            cpus = self.read_cpus()?;
+            tries += 1;
+            let quiet = before
+                .iter()
+                .zip(&cpus)
+                .all(|(a, b)| a.switches == b.switches);
+            if quiet || tries == READ_TRIES {
+                break;
+            }
+        }
+        for key in finished {
+            // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
+            let _ = self.skel.maps.threads.delete(&key);
+        }
         let now = monotonic_ns();
         let mut snap = Snapshot {
             mono_ns: now,
@@ -95,6 +119,7 @@ impl Collector {
             snap.lost.unmatched_exit += l.unmatched_exit;
             snap.lost.ctx_reset += l.ctx_reset;
             snap.lost.tag_map_full += l.tag_map_full;
+            snap.lost.missed_switch += l.missed_switch;
         }
         snap.sockets_pending_ns = self.sweep_sockets(now)?;
         snap.swept_expired_ns = self.swept_expired.0;
@@ -108,7 +133,8 @@ impl Collector {
         Ok(snap)
     }
 
-    fn read_threads(&mut self) -> Result<Vec<ThreadSample>, CollectError> {
+    /// All thread entries, and the keys of those read for the last time (to delete).
+    fn read_threads(&self) -> Result<(Vec<ThreadSample>, Vec<Vec<u8>>), CollectError> {
         let map = &self.skel.maps.threads;
         let now = monotonic_ns();
         let mut out = Vec::new();
@@ -138,11 +164,7 @@ impl Collector {
                 exited,
             });
         }
-        for key in finished {
-            // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
-            let _ = map.delete(&key);
-        }
-        Ok(out)
+        Ok((out, finished))
     }
 
     fn read_cpus(&self) -> Result<Vec<pkprof_cpu>, CollectError> {
@@ -188,6 +210,7 @@ impl Collector {
             expired_ns: c.expired_ns,
             expired_tags: c.expired_tags,
             in_flight_ns: c.tag_ns + c.wq_ns,
+            missed_ns: c.missed_ns,
         };
         if c.last_ns == 0 {
             return out; // no event on this CPU since attach

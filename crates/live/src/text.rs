@@ -104,6 +104,9 @@ pub fn buckets_line(frame: &Frame) -> String {
         p(b.idle_ns),
         p(b.in_flight_ns)
     );
+    if b.unreported_ns > 0 {
+        line.push_str(&format!(" (other: {:.2}% after unreported switches)", p(b.unreported_ns)));
+    }
     if frame.tags.expired > 0 {
         line.push_str(&format!(
             "; {} expired tags ({:.3} s to KERNEL)",

@@ -105,6 +105,7 @@ fn frame(split: bool) -> Frame {
                 (SCHED, 40 * MS),
                 (RCU, 460 * MS),
             ]),
+            ..Default::default()
         },
     };
     let cpu1 = CpuRow {

@@ -47,6 +47,19 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	c->switches++;
 
 	e = NULL;
+	if (c->cur_tid != (__u32)prev->pid) {
+		/*
+		 * The CPU is not running the thread we last switched to: a switch went unreported
+		 * (seen here for threads outside our PID namespace). The pending slice cannot be
+		 * split between that thread and whoever ran after it: it is counted as missed.
+		 */
+		c->lost.missed_switch++;
+		c->missed_ns += c->pending.task_ns;
+		if (c->wq_tid && c->wq_worker == c->cur_tid) {
+			c->wq_tid = 0; /* its time is inside missed_ns */
+			c->wq_ns = 0;
+		}
+	}
 	if (c->cur_tid && c->cur_tid == (__u32)prev->pid) {
 		e = thread_entry(c, prev, now);
 		c->pending.switches++;

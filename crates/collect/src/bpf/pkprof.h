@@ -113,6 +113,7 @@ struct pkprof_lost {
 	__u64 ctx_overflow;     /* interrupt nesting deeper than PKPROF_CTX_DEPTH */
 	__u64 unmatched_exit;   /* an IRQ/softirq exit without its entry (missed event or attach) */
 	__u64 ctx_reset;        /* a context switch found interrupt contexts still open */
+	__u64 missed_switch;    /* a switch-out the kernel never reported (see missed_ns) */
 	__u64 tag_map_full;     /* a socket / request / work item did not fit in its tag map */
 };
 
@@ -172,6 +173,8 @@ struct pkprof_cpu {
 	/* Socket time nobody read within the expiry time (also in KERNEL), and how many times. */
 	__u64 expired_ns;
 	__u64 expired_tags;
+	/* Task time of threads whose switch-out was never reported: who ran is unknown. */
+	__u64 missed_ns;
 	struct pkprof_lost lost;
 };
 
