@@ -14,7 +14,7 @@ use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSam
 use crate::error::CollectError;
 use crate::loader::{monotonic_ns, Collector};
 use crate::progstats;
-use crate::skel::types::{pkprof_sock, 
+use crate::skel::types::{pkprof_held, pkprof_sock, 
     pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
 };
 
@@ -121,7 +121,7 @@ impl Collector {
             snap.lost.tag_map_full += l.tag_map_full;
             snap.lost.missed_switch += l.missed_switch;
         }
-        snap.sockets_pending_ns = self.sweep_sockets(now)?;
+        snap.sockets_pending_ns = self.sweep_sockets(now)? + self.sweep_held_skbs(now)?;
         snap.swept_expired_ns = self.swept_expired.0;
         snap.swept_expired_tags = self.swept_expired.1;
         snap.progs = progstats::read(&self.prog_fds());
@@ -306,6 +306,35 @@ impl Collector {
                 gone.push(key); // closed or idle socket
             } else {
                 held += s.pending_ns;
+            }
+        }
+        for key in gone {
+            let _ = map.delete(&key);
+        }
+        Ok(held)
+    }
+
+    /// Receive work held on skbs handed to another CPU (RPS): summed as in flight; what waited
+    /// past the expiry (the skb never showed up again) goes to KERNEL as expired.
+    fn sweep_held_skbs(&mut self, now: u64) -> Result<u64, CollectError> {
+        let expire = self.options.tag_expire_ns;
+        let map = &self.skel.maps.skb_held;
+        let mut held = 0;
+        let mut gone = Vec::new();
+        let entries = map
+            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
+            .map_err(read_err("skb_held"))?;
+        for (key, val) in entries {
+            let mut h = pkprof_held::default();
+            if plain::copy_from_bytes(&mut h, &val).is_err() {
+                return Err(CollectError::Read { map: "skb_held", reason: "record size mismatch".into() });
+            }
+            if now.saturating_sub(h.since_ns) > expire {
+                self.swept_expired.0 += h.ns;
+                self.swept_expired.1 += 1;
+                gone.push(key);
+            } else {
+                held += h.ns;
             }
         }
         for key in gone {

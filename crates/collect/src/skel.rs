@@ -15,3 +15,5 @@ unsafe impl plain::Plain for types::pkprof_syscall_key {}
 unsafe impl plain::Plain for types::pkprof_syscall_stat {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_sock {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_held {}

@@ -125,6 +125,12 @@ struct pkprof_sock {
 	__u64 skbs;     /* skbs whose processing is in pending_ns */
 };
 
+/* Value of `skb_held`: receive work done on one CPU for an skb that continues on another. */
+struct pkprof_held {
+	__u64 ns;
+	__u64 since_ns;
+};
+
 /* Value of `reqs` (block requests) and `works` (work items): who the work is for. */
 struct pkprof_owner {
 	__u32 tid; /* 0: no beneficiary (KERNEL) */
@@ -161,6 +167,8 @@ struct pkprof_cpu {
 	__u64 tag_key;
 	__u64 tag_ns;    /* interrupt time accumulated for the open tag */
 	__u32 tag_has_skb;
+	__u32 pad1;
+	__u64 rx_last_skb; /* last skb this CPU handed to another CPU's backlog (netif_rx) */
 	/* Work item being run by the current kworker, and its beneficiary. */
 	__u32 wq_tid;    /* beneficiary thread, 0 = none */
 	__u32 wq_worker; /* the kworker running it */

@@ -8,6 +8,11 @@
  * data_ready) is held on the socket (`socks`). When a thread reads from or writes to the socket
  * (`sock_recv_length` / `sock_send_length`, in its own context) the held time is billed to it.
  * Held time nobody claims within `tag_expire_ns` goes to KERNEL and is counted as expired.
+ *
+ * With RPS the skb is handed from one CPU's backlog to another's (`netif_rx`), and the handing
+ * CPU's NET_RX softirq (which sends the IPI) processes no skb of its own: its time is held on the
+ * last skb handed over (`skb_held`) and passed to that skb's segment when the skb is received on
+ * the other CPU (the `pass` step of the tag life cycle).
  */
 #ifndef PKPROF_NET_RX_BPF_H
 #define PKPROF_NET_RX_BPF_H
@@ -20,6 +25,63 @@ struct {
 	__type(key, __u64);
 	__type(value, struct pkprof_sock);
 } socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct pkprof_held);
+} skb_held SEC(".maps");
+
+/* ktime of the last hold: receives look the skb up only while holds are recent. */
+__u64 held_active_ns = 0;
+
+static __always_inline bool net_hold_for_skb(struct pkprof_cpu *c, __u64 ns)
+{
+	__u64 skb = c->rx_last_skb;
+	struct pkprof_held *h;
+
+	if (!skb || !ns)
+		return false;
+	c->rx_last_skb = 0;
+	h = bpf_map_lookup_elem(&skb_held, &skb);
+	if (h) {
+		__sync_fetch_and_add(&h->ns, ns);
+	} else {
+		struct pkprof_held fresh = { .ns = ns, .since_ns = c->last_ns };
+
+		if (bpf_map_update_elem(&skb_held, &skb, &fresh, BPF_NOEXIST)) {
+			c->lost.tag_map_full++;
+			return false;
+		}
+	}
+	held_active_ns = c->last_ns;
+	return true;
+}
+
+/* The skb arrives: work held for it elsewhere joins its segment. */
+static __always_inline void net_take_held(struct pkprof_cpu *c, __u64 skb)
+{
+	struct pkprof_held *h;
+
+	if (c->last_ns - held_active_ns > tag_expire_ns)
+		return;
+	h = bpf_map_lookup_elem(&skb_held, &skb);
+	if (!h)
+		return;
+	c->tag_ns += __sync_lock_test_and_set(&h->ns, 0);
+	bpf_map_delete_elem(&skb_held, &skb);
+}
+
+SEC("tp_btf/netif_rx")
+int BPF_PROG(on_netif_rx, struct sk_buff *skb)
+{
+	struct pkprof_cpu *c = this_cpu();
+
+	if (c)
+		c->rx_last_skb = (__u64)skb;
+	return 0;
+}
 
 static __always_inline void net_credit_sock(struct pkprof_cpu *c, __u64 sk, __u64 ns)
 {
@@ -67,10 +129,11 @@ int BPF_PROG(on_netif_receive_skb, struct sk_buff *skb)
 	charge(c, bpf_ktime_get_ns());
 	if (c->tag == PKPROF_TAG_NET_SKB && c->tag_depth == c->depth && !c->tag_has_skb) {
 		c->tag_has_skb = 1; /* the softirq's first skb: keeps the overhead before it */
-		return 0;
+	} else {
+		open_tag(c, PKPROF_TAG_NET_SKB, 0);
+		c->tag_has_skb = 1;
 	}
-	open_tag(c, PKPROF_TAG_NET_SKB, 0);
-	c->tag_has_skb = 1;
+	net_take_held(c, (__u64)skb);
 	return 0;
 }
 
@@ -94,6 +157,14 @@ static __always_inline void net_link(const struct sock *sk)
 
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_tcp_probe, struct sock *sk, const struct sk_buff *skb)
+{
+	net_link(sk);
+	return 0;
+}
+
+/* A datagram for sk dropped (receive buffer full): the work was still done for sk. */
+SEC("tp_btf/udp_fail_queue_rcv_skb")
+int BPF_PROG(on_udp_fail_queue_rcv_skb, int rc, struct sock *sk, struct sk_buff *skb)
 {
 	net_link(sk);
 	return 0;

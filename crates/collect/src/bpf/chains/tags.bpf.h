@@ -8,6 +8,7 @@
 #define PKPROF_TAGS_BPF_H
 
 static __always_inline void net_credit_sock(struct pkprof_cpu *c, __u64 sk, __u64 ns);
+static __always_inline bool net_hold_for_skb(struct pkprof_cpu *c, __u64 ns);
 
 static __always_inline void close_tag(struct pkprof_cpu *c)
 {
@@ -18,7 +19,14 @@ static __always_inline void close_tag(struct pkprof_cpu *c)
 	case PKPROF_TAG_BLOCK:
 		credit_thread(c, (__u32)c->tag_key, PKPROF_CHAIN_BLOCK, c->tag_ns, 1);
 		break;
-	default: /* an skb that reached no socket: forwarded, dropped, ARP, ICMP */
+	case PKPROF_TAG_NET_SKB:
+		/* No skb of its own: it handed skbs over to another CPU (RPS), pass its time on. */
+		if (!c->tag_has_skb && net_hold_for_skb(c, c->tag_ns))
+			break;
+		/* an skb that reached no socket: forwarded, dropped, ARP, ICMP */
+		c->kernel_irq_ns += c->tag_ns;
+		break;
+	default:
 		c->kernel_irq_ns += c->tag_ns;
 		break;
 	}
