@@ -154,6 +154,8 @@ int BPF_PROG(on_softirq_entry, unsigned int vec)
 	push_ctx(c, PKPROF_CTX_SOFTIRQ, vec < PKPROF_NR_SOFTIRQS ? vec : 0);
 	if (vec == NET_RX_SOFTIRQ)
 		open_tag(c, PKPROF_TAG_NET_SKB, 0);
+	else if (vec == BLOCK_SOFTIRQ)
+		open_tag(c, PKPROF_TAG_BLOCK, 0); /* owner: the first request it completes */
 	return 0;
 }
 

@@ -3,7 +3,8 @@
  * Block I/O chain: completion work (BLOCK softirq, or the device's hard IRQ) billed to the thread
  * that issued the request. `block_rq_issue` records the issuer by request address; each
  * `block_rq_complete` in interrupt context opens a tag for that issuer, closed by the next
- * completion or the end of the context.
+ * completion or the end of the context. A BLOCK softirq opens an owner-less tag at entry that its
+ * first completion adopts, so the work before that first event is billed too.
  */
 #ifndef PKPROF_BLOCK_IO_BPF_H
 #define PKPROF_BLOCK_IO_BPF_H
@@ -49,6 +50,11 @@ int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsig
 	if (!c->depth)
 		return 0; /* completed in the task's own context: its own time */
 	charge(c, bpf_ktime_get_ns());
+	if (c->tag == PKPROF_TAG_BLOCK && c->tag_depth == c->depth && !c->tag_key) {
+		/* The softirq's first request: it also owns the work done before this event. */
+		c->tag_key = tid;
+		return 0;
+	}
 	open_tag(c, PKPROF_TAG_BLOCK, tid);
 	return 0;
 }
