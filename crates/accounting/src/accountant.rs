@@ -114,8 +114,10 @@ impl Accountant {
             rows,
             lost: snap.lost,
             tags: TagStats {
-                expired_ns: snap.swept_expired_ns + snap.cpus.iter().map(|c| c.expired_ns).sum::<u64>(),
-                expired: snap.swept_expired_tags + snap.cpus.iter().map(|c| c.expired_tags).sum::<u64>(),
+                expired_ns: snap.swept_expired_ns
+                    + snap.cpus.iter().map(|c| c.expired_ns).sum::<u64>(),
+                expired: snap.swept_expired_tags
+                    + snap.cpus.iter().map(|c| c.expired_tags).sum::<u64>(),
                 map_full: snap.lost.tag_map_full,
             },
             buckets,

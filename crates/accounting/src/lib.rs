@@ -11,7 +11,9 @@ pub mod frame;
 pub mod snapshot;
 
 pub use accountant::Accountant;
-pub use counters::{Counters, CpuCounters, LostCounters, CHAIN_NAMES, NR_CHAINS, NR_SOFTIRQS, SOFTIRQ_NAMES};
+pub use counters::{
+    Counters, CpuCounters, LostCounters, CHAIN_NAMES, NR_CHAINS, NR_SOFTIRQS, SOFTIRQ_NAMES,
+};
 pub use filter::Filter;
 pub use frame::{Buckets, CpuRow, Frame, ProgStat, Row, SelfUsage, SyscallRow, TagStats};
 pub use snapshot::{Snapshot, SyscallCount, ThreadSample};

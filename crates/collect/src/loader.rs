@@ -119,8 +119,13 @@ impl Collector {
             ro.split_modes = options.syscalls;
             ro.tag_expire_ns = options.tag_expire_ns;
         }
-        for map in [&mut open.maps.socks, &mut open.maps.reqs, &mut open.maps.works] {
-            map.set_max_entries(options.max_tags).map_err(|e| load_err(e.to_string()))?;
+        for map in [
+            &mut open.maps.socks,
+            &mut open.maps.reqs,
+            &mut open.maps.works,
+        ] {
+            map.set_max_entries(options.max_tags)
+                .map_err(|e| load_err(e.to_string()))?;
         }
         open.maps
             .threads

@@ -14,8 +14,9 @@ use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSam
 use crate::error::CollectError;
 use crate::loader::{monotonic_ns, Collector};
 use crate::progstats;
-use crate::skel::types::{pkprof_held, pkprof_sock, 
-    pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
+use crate::skel::types::{
+    pkprof_acc, pkprof_cpu, pkprof_held, pkprof_owner, pkprof_sock, pkprof_syscall_key,
+    pkprof_syscall_stat, pkprof_thread,
 };
 
 /// Reads of the thread table tried for one without a context switch during it.
@@ -122,6 +123,7 @@ impl Collector {
             snap.lost.missed_switch += l.missed_switch;
         }
         snap.sockets_pending_ns = self.sweep_sockets(now)? + self.sweep_held_skbs(now)?;
+        self.sweep_owners(now)?;
         snap.swept_expired_ns = self.swept_expired.0;
         snap.swept_expired_tags = self.swept_expired.1;
         snap.progs = progstats::read(&self.prog_fds());
@@ -296,7 +298,10 @@ impl Collector {
         for (key, val) in entries {
             let mut s = pkprof_sock::default();
             if plain::copy_from_bytes(&mut s, &val).is_err() {
-                return Err(CollectError::Read { map: "socks", reason: "record size mismatch".into() });
+                return Err(CollectError::Read {
+                    map: "socks",
+                    reason: "record size mismatch".into(),
+                });
             }
             if s.pending_ns > 0 && now.saturating_sub(s.first_ns) > expire {
                 self.swept_expired.0 += s.pending_ns;
@@ -327,7 +332,10 @@ impl Collector {
         for (key, val) in entries {
             let mut h = pkprof_held::default();
             if plain::copy_from_bytes(&mut h, &val).is_err() {
-                return Err(CollectError::Read { map: "skb_held", reason: "record size mismatch".into() });
+                return Err(CollectError::Read {
+                    map: "skb_held",
+                    reason: "record size mismatch".into(),
+                });
             }
             if now.saturating_sub(h.since_ns) > expire {
                 self.swept_expired.0 += h.ns;
@@ -341,6 +349,37 @@ impl Collector {
             let _ = map.delete(&key);
         }
         Ok(held)
+    }
+
+    /// Forgets block requests never completed and work items never run (cancelled) after a long
+    /// while, so their tables cannot fill up; they carry no time.
+    fn sweep_owners(&mut self, now: u64) -> Result<(), CollectError> {
+        let stale = 60 * self.options.tag_expire_ns.max(1_000_000_000);
+        for (name, map) in [
+            ("reqs", &self.skel.maps.reqs),
+            ("works", &self.skel.maps.works),
+        ] {
+            let mut gone = Vec::new();
+            for (key, val) in map
+                .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
+                .map_err(read_err(name))?
+            {
+                let mut o = pkprof_owner::default();
+                if plain::copy_from_bytes(&mut o, &val).is_err() {
+                    return Err(CollectError::Read {
+                        map: name,
+                        reason: "record size mismatch".into(),
+                    });
+                }
+                if now.saturating_sub(o.since_ns) > stale {
+                    gone.push(key);
+                }
+            }
+            for key in gone {
+                let _ = map.delete(&key);
+            }
+        }
+        Ok(())
     }
 
     /// Per-process syscall counts; entries of processes that have fully exited are read one last

@@ -17,3 +17,5 @@ unsafe impl plain::Plain for types::pkprof_syscall_stat {}
 unsafe impl plain::Plain for types::pkprof_sock {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_held {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_owner {}

@@ -66,7 +66,17 @@ pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
     let _ = writeln!(
         s,
         "{id:>8} {:<16} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>11}",
-        "COMMAND", "CPU%", "USER%", "SYS%", "OWN%", "+NET%", "+BLK%", "+WQ%", "=COST%", "BILLED", "COST TIME+"
+        "COMMAND",
+        "CPU%",
+        "USER%",
+        "SYS%",
+        "OWN%",
+        "+NET%",
+        "+BLK%",
+        "+WQ%",
+        "=COST%",
+        "BILLED",
+        "COST TIME+"
     );
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |p| format!("{p:.1}"));
     for r in frame.rows.iter().take(max_rows.unwrap_or(usize::MAX)) {
@@ -105,7 +115,10 @@ pub fn buckets_line(frame: &Frame) -> String {
         p(b.in_flight_ns)
     );
     if b.unreported_ns > 0 {
-        line.push_str(&format!(" (other: {:.2}% after unreported switches)", p(b.unreported_ns)));
+        line.push_str(&format!(
+            " (other: {:.2}% after unreported switches)",
+            p(b.unreported_ns)
+        ));
     }
     if frame.tags.expired > 0 {
         line.push_str(&format!(

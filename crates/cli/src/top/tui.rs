@@ -174,7 +174,18 @@ fn header_lines(frame: &Frame) -> Vec<Line<'static>> {
 fn process_table(frame: &Frame) -> Table<'static> {
     let id = if frame.per_thread { "TID" } else { "PID" };
     let header = Row::new([
-        id, "COMMAND", "CPU%", "USER%", "SYS%", "OWN%", "+NET%", "+BLK%", "+WQ%", "=COST%", "BILLED", "COST TIME+",
+        id,
+        "COMMAND",
+        "CPU%",
+        "USER%",
+        "SYS%",
+        "OWN%",
+        "+NET%",
+        "+BLK%",
+        "+WQ%",
+        "=COST%",
+        "BILLED",
+        "COST TIME+",
     ])
     .style(Style::new().add_modifier(Modifier::REVERSED));
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |p| format!("{p:.1}"));
@@ -183,7 +194,11 @@ fn process_table(frame: &Frame) -> Table<'static> {
         let secs = r.total.cost_ns() as f64 / 1e9;
         let row = Row::new([
             r.tid.unwrap_or(r.pid).to_string(),
-            if r.exited { format!("{} (exited)", r.comm) } else { r.comm.clone() },
+            if r.exited {
+                format!("{} (exited)", r.comm)
+            } else {
+                r.comm.clone()
+            },
             pct(r.cpu_pct),
             opt(r.user_pct),
             opt(r.sys_pct),
