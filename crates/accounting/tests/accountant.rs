@@ -26,6 +26,7 @@ fn thread(
         cgroup_id: 7,
         comm: comm.into(),
         counters: c,
+        kthread: false,
         exited,
     }
 }
@@ -210,4 +211,83 @@ fn cpu_rows_split_the_interval_exactly() {
     assert!((r.irq_pct - 2.0).abs() < 1e-9);
     assert!((r.softirq_pct_by_vec[3] - 8.0).abs() < 1e-9);
     assert!((r.busy_pct + r.idle_pct + r.irq_pct + r.softirq_pct - 100.0).abs() < 1e-9);
+}
+
+/// Every nanosecond in exactly one bucket, across a filter, a kernel thread, work items run for a
+/// process, attributed receive work, and exits (a process's share must not count twice).
+#[test]
+fn buckets_add_up_to_wall_time_through_exits() {
+    let filter = Filter {
+        pids: vec![10],
+        ..Filter::default()
+    };
+    let mut a = Accountant::new(false, filter, 0);
+    // CPU 0 over 1 s: 600 ms task, 300 ms idle, 100 ms NET_RX softirq, of which 80 ms was
+    // credited to thread 10 and 20 ms served no one.
+    let mut cpu = CpuCounters {
+        cpu: 0,
+        idle_ns: 300 * MS,
+        task_ns: 600 * MS,
+        kernel_irq_ns: 20 * MS,
+        ..CpuCounters::default()
+    };
+    cpu.softirq_ns[3] = 100 * MS;
+    let mut served = thread(10, 10, "srv", 200, 100, false); // billed 100 ms NET_RX
+    served.counters.served_ns[0] = 80 * MS;
+    let mut kworker = thread(30, 30, "kworker/0:1", 150, 0, false);
+    kworker.kthread = true;
+    kworker.counters.served_out_ns = 50 * MS; // an item queued by thread 10
+    served.counters.served_ns[2] = 50 * MS;
+    let other = thread(20, 20, "batch", 250, 0, false);
+    let check = |f: &pkprof_accounting::Frame| {
+        let b = &f.buckets;
+        assert_eq!(b.wall_ns, 1000 * MS);
+        assert_eq!(
+            b.idle_ns + b.processes_ns + b.other_ns + b.kernel_ns + b.in_flight_ns,
+            b.wall_ns,
+            "{b:?}"
+        );
+    };
+    let s1 = Snapshot {
+        mono_ns: 1000 * MS,
+        threads: vec![served.clone(), kworker.clone(), other.clone()],
+        cpus: vec![cpu],
+        ..Snapshot::default()
+    };
+    let f = a.update(&s1, SelfUsage::default());
+    check(&f);
+    assert_eq!(
+        f.buckets.processes_ns,
+        (200 - 0 + 80 + 50) * MS,
+        "own 200 + NET 80 + WORKQ 50"
+    );
+    assert_eq!(f.buckets.other_ns, 250 * MS);
+    assert_eq!(
+        f.buckets.kernel_ns,
+        (100 + 20) * MS,
+        "kworker's own 100 + unattributed irq 20"
+    );
+    // The served process exits: same totals, now from the exited sums; then it is gone.
+    let mut gone = served.clone();
+    gone.exited = true;
+    let f = a.update(
+        &Snapshot {
+            mono_ns: 1000 * MS,
+            threads: vec![gone, kworker.clone(), other.clone()],
+            cpus: vec![cpu],
+            ..Snapshot::default()
+        },
+        SelfUsage::default(),
+    );
+    check(&f);
+    let f = a.update(
+        &Snapshot {
+            mono_ns: 1000 * MS,
+            threads: vec![kworker, other],
+            cpus: vec![cpu],
+            ..Snapshot::default()
+        },
+        SelfUsage::default(),
+    );
+    check(&f);
 }

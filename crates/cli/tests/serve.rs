@@ -200,7 +200,7 @@ fn prometheus_scrapes_a_busy_workload() {
     let prom_log = || std::fs::read_to_string(dir.0.join("prometheus.log")).unwrap_or_default();
 
     let up = format!("up{{job=\"{job}\"}}");
-    let series = format!("pkprof_cpu_seconds_total{{job=\"{job}\",pid=\"{wpid}\",kind=\"task\"}}");
+    let series = format!("pkprof_cpu_seconds_total{{job=\"{job}\",pid=\"{wpid}\",kind=\"own\"}}");
     let mut seen: Vec<f64> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while seen.len() < 3 || seen[seen.len() - 1] <= 1.0 {

@@ -261,7 +261,7 @@ mod tests {
 
     fn task_series(text: &str) -> Vec<(String, f64)> {
         text.lines()
-            .filter(|l| l.starts_with("pkprof_cpu_seconds_total{") && l.contains("kind=\"task\""))
+            .filter(|l| l.starts_with("pkprof_cpu_seconds_total{") && l.contains("kind=\"own\""))
             .map(|l| {
                 let pid = l
                     .split("pid=\"")

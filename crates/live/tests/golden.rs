@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use pkprof_accounting::{
-    Counters, CpuCounters, CpuRow, Frame, LostCounters, ProgStat, Row, SelfUsage, SyscallRow,
-    NR_SOFTIRQS,
+    Buckets, Counters, CpuCounters, CpuRow, Frame, LostCounters, ProgStat, Row, SelfUsage,
+    SyscallRow, TagStats, NR_SOFTIRQS,
 };
 use pkprof_live::prometheus::Exposition;
 use pkprof_live::{json, text};
@@ -51,6 +51,7 @@ fn counters(task_ns: u64, hardirq_ns: u64, soft: &[(usize, u64)], split: bool) -
         syscalls: task_ns / MS,
         faults: 17,
         switches: 40,
+        ..Default::default()
     }
 }
 
@@ -67,11 +68,17 @@ fn row(pid: u32, comm: &str, cpu_pct: f64, total: Counters, split: bool) -> Row 
         user_pct: split.then_some(cpu_pct * 0.75),
         sys_pct: split.then_some(cpu_pct * 0.25),
         irq_billed_pct: if total.irq_billed_ns() > 0 { 0.5 } else { 0.0 },
+        own_pct: cpu_pct - if total.irq_billed_ns() > 0 { 0.5 } else { 0.0 },
+        net_pct: if total.served_ns[0] > 0 { 2.0 } else { 0.0 },
+        cost_pct: cpu_pct - if total.irq_billed_ns() > 0 { 0.5 } else { 0.0 }
+            + if total.served_ns[0] > 0 { 2.0 } else { 0.0 },
+        billed_for_others_pct: if total.irq_billed_ns() > 0 { 0.5 } else { 0.0 },
         delta: Counters {
             task_ns: (cpu_pct * 1e7) as u64,
             ..Default::default()
         },
         total,
+        ..Default::default()
     }
 }
 
@@ -133,17 +140,28 @@ fn frame(split: bool) -> Frame {
             4242,
             "busy",
             99.0,
-            counters(125 * S + 500 * MS, 2 * MS, &[(NET_RX, 8 * MS)], split),
+            Counters {
+                // 1.5 s of receive work done for it elsewhere (NET), 200 ms of work items (WORKQ).
+                served_ns: [1500 * MS, 0, 200 * MS],
+                served_items: [3000, 0, 40],
+                ..counters(125 * S + 500 * MS, 2 * MS, &[(NET_RX, 8 * MS)], split)
+            },
             split,
         ),
         multi,
-        row(
-            77,
-            "ksoftirqd/0",
-            5.0,
-            counters(S, 0, &[(NET_RX, 3 * S), (RCU, 10 * MS)], split),
-            split,
-        ),
+        Row {
+            kthread: true,
+            ..row(
+                77,
+                "ksoftirqd/0",
+                5.0,
+                Counters {
+                    served_out_ns: 200 * MS, // the work items it ran for busy
+                    ..counters(S, 0, &[(NET_RX, 3 * S), (RCU, 10 * MS)], split)
+                },
+                split,
+            )
+        },
         exited,
         row(
             1,
@@ -188,6 +206,20 @@ fn frame(split: bool) -> Frame {
             ctx_reset: 1,
             bpf_recursion_misses: 7,
             ..Default::default()
+        },
+        buckets: Buckets {
+            wall_ns: 200 * S,
+            idle_ns: 60 * S,
+            processes_ns: 120 * S,
+            other_ns: 5 * S,
+            kernel_ns: 14 * S + 990 * MS,
+            in_flight_ns: 10 * MS,
+            unreported_ns: 0,
+        },
+        tags: TagStats {
+            expired_ns: 3 * MS,
+            expired: 2,
+            map_full: 0,
         },
         progs: vec![
             ProgStat {
@@ -487,8 +519,8 @@ fn prometheus_all_processes() {
     check_golden("prom_split_off.txt", e.text());
     promtool_check("prom_split_off.txt", e.text());
     // Everything fits in the top 20: `other` holds nothing yet.
-    assert_eq!(sample(e.text(), &series("other", "other", "task")), 0.0);
-    assert_eq!(sample(e.text(), &series("4242", "busy", "task")), 125.5);
+    assert_eq!(sample(e.text(), &series("other", "other", "own")), 0.0);
+    assert_eq!(sample(e.text(), &series("4242", "busy", "own")), 125.5);
     // Label values escaped: sh"q\x.
     assert_eq!(
         sample(e.text(), &series("1001", r#"sh\"q\\x"#, "softirq")),
@@ -516,7 +548,8 @@ fn prometheus_top_n_sums_the_rest_into_other() {
             && !t.contains("pid=\"1\""),
         "{t}"
     );
-    let others = 3600.25 + 1.0 + 0.75;
+    // ksoftirqd's 0.2 s of work items run for busy are served_out, not its sys time.
+    let others = 3600.25 + (1.0 - 0.2) + 0.75;
     let split_sum: f64 = ["user", "sys", "unsplit"]
         .iter()
         .map(|k| sample(&t, &series("other", "other", k)))
@@ -527,7 +560,7 @@ fn prometheus_top_n_sums_the_rest_into_other() {
     );
     assert!((sample(&t, &series("other", "other", "softirq")) - 3.010).abs() < 1e-9);
     assert!(
-        !t.contains("kind=\"task\""),
+        !t.contains("kind=\"own\""),
         "no task kind when user/sys is measured"
     );
 }
@@ -538,8 +571,8 @@ fn prometheus_exited_process_moves_into_other() {
     let first = frame(false);
     e.update(&first);
     check_golden("prom_exit_1.txt", e.text());
-    assert_eq!(sample(e.text(), &series("5150", "short", "task")), 0.75);
-    assert_eq!(sample(e.text(), &series("other", "other", "task")), 0.0);
+    assert_eq!(sample(e.text(), &series("5150", "short", "own")), 0.75);
+    assert_eq!(sample(e.text(), &series("other", "other", "own")), 0.0);
 
     // Next refresh: the exited process is gone, the others ran 1 s more each (busy also got 1 ms
     // more NET_RX billed); its 0.75 s stays in `other` for good, so the counters never drop.
@@ -554,11 +587,11 @@ fn prometheus_exited_process_moves_into_other() {
     check_golden("prom_exit_2.txt", &t);
     promtool_check("prom_exit_2.txt", &t);
     assert!(!t.contains("pid=\"5150\""), "{t}");
-    assert_eq!(sample(&t, &series("other", "other", "task")), 0.75);
-    assert_eq!(sample(&t, &series("4242", "busy", "task")), 126.5);
+    assert_eq!(sample(&t, &series("other", "other", "own")), 0.75);
+    assert_eq!(sample(&t, &series("4242", "busy", "own")), 126.5);
     assert_eq!(sample(&t, &series("4242", "busy", "softirq")), 0.009);
 
     // And it is counted once only: a third identical frame leaves `other` as it was.
     e.update(&second);
-    assert_eq!(sample(e.text(), &series("other", "other", "task")), 0.75);
+    assert_eq!(sample(e.text(), &series("other", "other", "own")), 0.75);
 }
