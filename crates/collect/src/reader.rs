@@ -55,6 +55,8 @@ fn counters(a: &pkprof_acc) -> Counters {
         faults: a.faults,
         switches: a.switches,
         served_out_ns: a.served_out_ns,
+        served_ns: [a.served_net_ns, 0, 0],
+        served_items: [a.served_net_items, 0, 0],
         ..Counters::default()
     }
 }
@@ -62,8 +64,10 @@ fn counters(a: &pkprof_acc) -> Counters {
 /// A thread entry's counters: what it ran, and what others ran for it.
 fn thread_counters(t: &pkprof_thread) -> Counters {
     let mut c = counters(&t.acc);
-    c.served_ns = t.served.ns;
-    c.served_items = t.served.items;
+    for i in 0..c.served_ns.len() {
+        c.served_ns[i] += t.served.ns[i];
+        c.served_items[i] += t.served.items[i];
+    }
     c
 }
 

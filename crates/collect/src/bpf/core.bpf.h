@@ -208,6 +208,14 @@ static __always_inline void flush_pending(struct pkprof_cpu *c, struct pkprof_ac
 			dst->served_out_ns += src->served_out_ns;
 		src->served_out_ns = 0;
 	}
+	if (src->served_net_ns) {
+		if (dst) {
+			dst->served_net_ns += src->served_net_ns;
+			dst->served_net_items += src->served_net_items;
+		}
+		src->served_net_ns = 0;
+		src->served_net_items = 0;
+	}
 	if (split_modes) {
 		if (dst) {
 			dst->user_ns += src->user_ns;

@@ -68,6 +68,9 @@ struct pkprof_acc {
 	__u64 switches;
 	/* Task time spent running work items queued by others (kworkers); billed to the queuer. */
 	__u64 served_out_ns;
+	/* NET RX work billed to the thread as it read its sockets (it is current then), and skbs. */
+	__u64 served_net_ns;
+	__u64 served_net_items;
 };
 
 /* Work others ran for a thread, per chain; added atomically from any CPU. */

@@ -191,16 +191,13 @@ static __always_inline void net_consume(struct sock *sk)
 	if (!c)
 		return;
 	ns = __sync_lock_test_and_set(&s->pending_ns, 0);
-	skbs = __sync_lock_test_and_set(&s->skbs, 0);
-	s->last_ns = bpf_ktime_get_ns();
-	if (!ns)
-		return;
-	/* Make sure the reader has an entry: it may not have been switched out since attach. */
-	if (!thread_entry(c, bpf_get_current_task_btf(), s->last_ns)) {
-		c->kernel_irq_ns += ns;
-		return;
-	}
-	credit_thread(c, (__u32)bpf_get_current_pid_tgid(), PKPROF_CHAIN_NET, ns, skbs);
+	/* The skb count is informational: a racing increment may land in the next batch. */
+	skbs = s->skbs;
+	s->skbs = 0;
+	s->last_ns = c->last_ns;
+	/* The reader is the current thread: its share rides with its pending charges. */
+	c->pending.served_net_ns += ns;
+	c->pending.served_net_items += skbs;
 }
 
 SEC("tp_btf/sock_recv_length")
@@ -210,10 +207,12 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 	return 0;
 }
 
+/* A TCP sender claims the ACK processing held on its socket (UDP sends have none to claim). */
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 {
-	net_consume(sk);
+	if (sk->sk_protocol == 6 /* IPPROTO_TCP */)
+		net_consume(sk);
 	return 0;
 }
 
