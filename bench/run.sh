@@ -13,6 +13,7 @@
 #        BENCH_PIPE_CPU=C|none  CPU both pipe tasks are pinned to      (default: the last CPU)
 #        BENCH_UDP_CPUS="S R"|none  UDP sender and receiver CPUs       (default "0 1"; none on 1 CPU)
 #        BENCH_SETTLE=S         pause between runs, seconds            (default 0.5)
+#        BENCH_BASELINE_BIN=P   also run mode O = another pkprof build (e.g. before a change), same args as B
 set -euo pipefail
 
 PAIRS=${1:-10}
@@ -44,6 +45,10 @@ if [ "$NCPU" -ge 2 ]; then UDP_CPUS=${BENCH_UDP_CPUS:-0 1}; else UDP_CPUS=${BENC
 if [ "$UDP_CPUS" = none ]; then UDP_PIN=(-1 -1); else read -r -a UDP_PIN <<<"$UDP_CPUS"; fi
 [ "${#UDP_PIN[@]}" = 2 ] || { echo "bench: BENCH_UDP_CPUS must be \"SENDER RECEIVER\" or none" >&2; exit 2; }
 SETTLE=${BENCH_SETTLE:-0.5}
+BASELINE_BIN=${BENCH_BASELINE_BIN:-}
+if [ -n "$BASELINE_BIN" ] && [ ! -x "$BASELINE_BIN" ]; then
+  echo "bench: BENCH_BASELINE_BIN=$BASELINE_BIN is not an executable" >&2; exit 2
+fi
 
 for tool in perf cc python3 taskset; do
   command -v "$tool" >/dev/null || { echo "bench: $tool not found" >&2; exit 1; }
@@ -96,9 +101,11 @@ trap 'exit 130' INT TERM
 # i.e. once its programs are attached and have run for one refresh interval.
 start_pkprof() {
   local out=$1; shift
+  local bin=$PKPROF
+  if [ "$1" = --baseline ]; then bin=$BASELINE_BIN; shift; fi
   PK_LOG="$OUT/pkprof-stderr.log"
   : >"$out"
-  "$PKPROF" "$@" >"$out" 2>"$PK_LOG" &
+  "$bin" "$@" >"$out" 2>"$PK_LOG" &
   PK_PID=$!
   local i
   for i in $(seq 500); do               # up to 10 s
@@ -159,7 +166,8 @@ run_udp() {
   sed -n 's/.*rx_pps=\([0-9.]*\).*/\1/p' <<<"$line"
 }
 
-# run_one PAIR WORKLOAD MODE   (MODE: A = no pkprof, B = pkprof top --batch, S = B with --syscalls)
+# run_one PAIR WORKLOAD MODE   (MODE: A = no pkprof, B = pkprof top --batch, S = B with --syscalls,
+#                               O = B with the baseline build)
 run_one() {
   local pair=$1 wl=$2 mode=$3 value before after
   before=$(foreign_pkprof)
@@ -167,6 +175,7 @@ run_one() {
     A) ;;
     B) start_pkprof "$OUT/pkprof-batch.out" top --batch -d 1 ;;
     S) start_pkprof "$OUT/pkprof-batch.out" top --batch --syscalls -d 1 ;;
+    O) start_pkprof "$OUT/pkprof-batch.out" --baseline top --batch -d 1 ;;
   esac
   value=$("run_$wl")
   stop_pkprof
@@ -184,7 +193,7 @@ if pgrep -x pkprof >/dev/null 2>&1; then
 fi
 log "$PAIRS pairs; pipe -l $PIPE_LOOPS pinned to CPU $PIPE_CPU, -l $PIPEU_LOOPS unpinned; UDP ${UDP_SECS}s (sender/receiver CPUs: $UDP_CPUS); raw results in $RAW"
 for pair in $(seq 1 "$PAIRS"); do
-  if (( pair % 2 )); then order="A B S"; else order="S B A"; fi
+  if (( pair % 2 )); then order="A B S${BASELINE_BIN:+ O}"; else order="${BASELINE_BIN:+O }S B A"; fi
   for wl in pipe pipeu udp; do
     for mode in $order; do
       run_one "$pair" "$wl" "$mode"

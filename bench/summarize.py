@@ -13,7 +13,10 @@ import os
 import statistics
 import sys
 
-GOAL_LOSS = 0.02  # at most 2% throughput loss with pkprof (default mode)
+# Most throughput loss allowed with pkprof in its default mode (full attribution on), per workload:
+# the switch storms from the foundation issue, the UDP flood from the process-labelled accounting
+# issue (stretch goal 5%).
+GOAL_LOSS = {"pipe": 0.02, "pipeu": 0.02, "udp": 0.10}
 # Slack allowed between the storm's start and the start of a frame's interval: the storm starts a
 # few milliseconds after pkprof's first frame is seen.
 START_SLACK_S = 0.1
@@ -44,8 +47,11 @@ def fmt_rate(v):
 
 def ab_lines(data, foreign):
     out = []
-    for mode, label, goal in (("B", "pkprof top --batch", True), ("S", "pkprof top --batch --syscalls", False)):
-        out.append(f"-- {'B' if mode == 'B' else 'S'} = {label} -d 1   vs   A = no pkprof")
+    modes = [("B", "pkprof top --batch", True), ("S", "pkprof top --batch --syscalls", False)]
+    if any(m == "O" for (_, m) in data):
+        modes.append(("O", "pkprof top --batch, baseline build (BENCH_BASELINE_BIN)", False))
+    for mode, label, goal in modes:
+        out.append(f"-- {mode} = {label} -d 1   vs   A = no pkprof")
         for wl, name, unit in WORKLOADS:
             a, b = data.get((wl, "A"), {}), data.get((wl, mode), {})
             pairs = sorted(set(a) & set(b))
@@ -54,8 +60,9 @@ def ab_lines(data, foreign):
                 continue
             ratios = [b[p] / a[p] for p in pairs]
             r = statistics.median(ratios)
+            g = GOAL_LOSS[wl]
             verdict = (
-                f"[goal <= {GOAL_LOSS:.0%} loss: {'MET' if r >= 1 - GOAL_LOSS else 'MISSED'}]"
+                f"[goal <= {g:.0%} loss: {'MET' if r >= 1 - g else 'MISSED'}]"
                 if goal
                 else "[informational]"
             )
@@ -69,6 +76,15 @@ def ab_lines(data, foreign):
                 f"   per-pair {mode}/A: {' '.join(f'{x:.3f}{m}' for x, m in zip(ratios, marks))}"
                 f"   (min {min(ratios):.3f}, max {max(ratios):.3f})"
             )
+        out.append("")
+    if any(m == "O" for (_, m) in data):
+        out.append("-- B vs O: this build against the baseline build (1.000 = no worse)")
+        for wl, name, unit in WORKLOADS:
+            b, o = data.get((wl, "B"), {}), data.get((wl, "O"), {})
+            pairs = sorted(set(b) & set(o))
+            if pairs:
+                r = statistics.median(b[p] / o[p] for p in pairs)
+                out.append(f"{name}: ratio B/O {r:.3f} ({(r - 1) * 100:+.1f}%) over {len(pairs)} pairs")
         out.append("")
     if foreign:
         out.append("   (* = someone else's pkprof was running during that pair)")
