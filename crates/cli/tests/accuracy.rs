@@ -92,14 +92,20 @@ fn tick_aliasing() {
     let before = top.next_frame(5 * SEC).expect("a frame before the gate");
     let ticks_before = proc_stat_busy_ns(1);
     w.send_line("go");
-    let gate: u64 = w.expect("gate", 5 * SEC)[0].parse().unwrap(); // also: CLOCK_MONOTONIC
+    let gate = w.expect("gate", 5 * SEC);
     let end = w.expect("end", 30 * SEC);
-    let (end_cpu, windows): (u64, u64) = (end[0].parse().unwrap(), end[1].parse().unwrap());
+    let (gate_cpu, gate_csw): (u64, u64) = (gate[0].parse().unwrap(), gate[2].parse().unwrap());
+    let (end_cpu, windows, end_csw): (u64, u64, u64) = (
+        end[0].parse().unwrap(),
+        end[1].parse().unwrap(),
+        end[3].parse().unwrap(),
+    );
     w.wait(10 * SEC);
     let last = top.wait_for(10 * SEC, |f| row_of(f, pid).is_some_and(is_exited));
     let ticks_after = proc_stat_busy_ns(1);
-    let exact = end_cpu - gate;
-    let pk = on_cpu_ns(row_of(&last, pid).unwrap());
+    let exact = end_cpu - gate_cpu;
+    let row = row_of(&last, pid).unwrap();
+    let pk = on_cpu_ns(row);
 
     let cpu1_exact = pkprof_cpu_busy_ns(&last, 1) - pkprof_cpu_busy_ns(&before, 1);
     let cpu1_ticks = ticks_after - ticks_before;
@@ -110,12 +116,18 @@ fn tick_aliasing() {
         ms(pk),
         rel_err(pk, exact) * 100.0
     );
-    // Each window starts with a timer wakeup; the kernel charges a woken task from the rq clock
-    // stamp of its wakeup (wakeup_preempt -> rq_clock_skip_update), pkprof from its sched_switch.
+    // Diagnostics. Each window starts with a timer wakeup: the kernel charges a woken task from
+    // the rq clock stamp of its wakeup (wakeup_preempt -> rq_clock_skip_update), pkprof from its
+    // sched_switch. A context switch pkprof missed loses a whole slice (compare the counts; pkprof
+    // also counts the few switches after the workload's last reading).
     eprintln!(
-        "tick_aliasing: kernel - pkprof = {:.3} ms, {:.1} us per busy window",
+        "tick_aliasing: kernel - pkprof = {:.3} ms, {:.1} us per busy window; context switches: \
+         kernel {} (gate to end), pkprof {}; pkprof lost counters {}",
         (exact as f64 - pk as f64) / 1e6,
-        (exact as f64 - pk as f64) / 1e3 / windows.max(1) as f64
+        (exact as f64 - pk as f64) / 1e3 / windows.max(1) as f64,
+        end_csw - gate_csw,
+        row["total"]["switches"],
+        last["lost"]
     );
     eprintln!(
         "tick_aliasing: CPU 1 busy over the run (all tasks): tick-sampled /proc/stat {:.0} ms vs \
@@ -150,21 +162,29 @@ fn thread_busy_fractions() {
     let pid = w.pid();
     let mut top = Top::start(&["-d", "0.5", "-H", "-p", &pid.to_string()]);
     w.send_line("go");
-    let mut truth: HashMap<u64, (String, u64)> = HashMap::new();
+    // tid -> (busy fraction, CLOCK_THREAD_CPUTIME_ID, context switches)
+    let mut truth: HashMap<u64, (String, u64, u64)> = HashMap::new();
     for _ in fractions {
         let t = w.expect("thread", 20 * SEC);
-        truth.insert(t[0].parse().unwrap(), (t[1].clone(), t[2].parse().unwrap()));
+        let (cpu, csw) = (t[2].parse().unwrap(), t[3].parse().unwrap());
+        truth.insert(t[0].parse().unwrap(), (t[1].clone(), cpu, csw));
     }
     w.wait(10 * SEC);
     // Each thread's last row (the one marked exited) holds its final totals.
     let mut last: HashMap<u64, Value> = HashMap::new();
-    top.wait_for(10 * SEC, |f| {
+    let fin = top.wait_for(10 * SEC, |f| {
         for r in rows(f) {
             last.insert(r["tid"].as_u64().expect("-H rows have a tid"), r.clone());
         }
         row_of(f, pid).is_some_and(is_exited)
     });
-    for (tid, (frac, exact)) in &truth {
+    eprintln!(
+        "thread_busy_fractions: pkprof lost counters {}",
+        fin["lost"]
+    );
+    // Print every thread before asserting on any.
+    let mut results = Vec::new();
+    for (tid, (frac, exact, csw)) in &truth {
         let row = last
             .get(tid)
             .unwrap_or_else(|| panic!("no row for thread {tid}"));
@@ -172,21 +192,25 @@ fn thread_busy_fractions() {
         let pk = on_cpu_ns(row);
         eprintln!(
             "thread_busy_fractions: tid {tid} (busy {frac}): CLOCK_THREAD_CPUTIME_ID {:.3} ms, \
-             pkprof {:.3} ms, error {:.3}%",
+             pkprof {:.3} ms, error {:.3}%; context switches: kernel {csw}, pkprof {}",
             ms(*exact),
             ms(pk),
-            rel_err(pk, *exact) * 100.0
+            rel_err(pk, *exact) * 100.0,
+            row["total"]["switches"]
         );
+        results.push((*tid, *exact, pk));
+    }
+    for (tid, exact, pk) in results {
         assert!(
-            *exact > 200_000_000,
+            exact > 200_000_000,
             "thread {tid} ran too little ({:.0} ms)",
-            ms(*exact)
+            ms(exact)
         );
         assert!(
-            rel_err(pk, *exact) <= 0.005,
+            rel_err(pk, exact) <= 0.005,
             "thread {tid}: pkprof {:.3} ms vs CLOCK_THREAD_CPUTIME_ID {:.3} ms: off by more than 0.5%",
             ms(pk),
-            ms(*exact)
+            ms(exact)
         );
     }
 }
@@ -211,7 +235,7 @@ fn short_lived_processes() {
     // Latest row of every child, keyed by pid: a child shows in several frames with a growing
     // cumulative total, so keep only its last (exited) row and count it once.
     let mut children: HashMap<u64, Value> = HashMap::new();
-    top.wait_for(20 * SEC, |f| {
+    let fin = top.wait_for(20 * SEC, |f| {
         for r in rows(f)
             .iter()
             .filter(|r| r["ppid"] == parent && r["pid"] != parent)
@@ -222,6 +246,10 @@ fn short_lived_processes() {
         row_of(f, parent as u32).is_some_and(is_exited)
     });
     let not_exited = children.values().filter(|r| !is_exited(r)).count();
+    eprintln!(
+        "short_lived_processes: pkprof lost counters {}",
+        fin["lost"]
+    );
     let pk: u64 = children.values().map(on_cpu_ns).sum();
     eprintln!(
         "short_lived_processes: {} children seen ({not_exited} without an exited row); \

@@ -40,6 +40,11 @@ impl Top {
     /// Starts `pkprof top --json` with extra arguments and waits for its first frame (so the BPF
     /// programs are attached when this returns).
     pub fn start(args: &[&str]) -> Top {
+        Top::start_with_first_frame(args).0
+    }
+
+    /// Like `start`, but also returns the first frame (its `interval_s` runs from attach).
+    pub fn start_with_first_frame(args: &[&str]) -> (Top, Value) {
         let mut child = Command::new(pkprof_bin())
             .arg("top")
             .arg("--json")
@@ -60,9 +65,10 @@ impl Top {
             }
         });
         let mut top = Top { child, frames: rx };
-        top.next_frame(Duration::from_secs(20))
+        let first = top
+            .next_frame(Duration::from_secs(20))
             .expect("first frame from pkprof top");
-        top
+        (top, first)
     }
 
     pub fn next_frame(&mut self, timeout: Duration) -> Option<Value> {

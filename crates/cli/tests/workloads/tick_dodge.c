@@ -9,8 +9,9 @@
  *
  * Protocol (stdout, one line each): "ready TICKS_FOUND TICKS_EXPECTED PHASE_NS GAPS" after
  * calibration (GAPS: all gaps seen, TICKS_FOUND: those at the tick's phase);
- * then it waits for a line on stdin (the gate), prints "gate CPU_NS MONO_NS" (CLOCK_PROCESS_CPUTIME_ID,
- * CLOCK_MONOTONIC), runs, prints "end CPU_NS WINDOWS MONO_NS" and exits.
+ * then it waits for a line on stdin (the gate), prints "gate CPU_NS MONO_NS CSW"
+ * (CLOCK_PROCESS_CPUTIME_ID, CLOCK_MONOTONIC, context switches so far), runs, prints
+ * "end CPU_NS WINDOWS MONO_NS CSW" and exits.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -32,6 +33,24 @@ static long long ns(clockid_t clk)
 
 	clock_gettime(clk, &ts);
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* This thread's context switches so far (voluntary + involuntary), from /proc/thread-self/status. */
+static long ctx_switches(void)
+{
+	char buf[4096], *p;
+	long n = 0;
+	size_t len;
+	FILE *f = fopen("/proc/thread-self/status", "r");
+
+	if (!f)
+		return -1;
+	len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[len] = 0;
+	for (p = buf; (p = strstr(p, "voluntary_ctxt_switches:")); p += 24)
+		n += atol(p + 24); /* matches both voluntary_ and nonvoluntary_ */
+	return n;
 }
 
 static void pin(int cpu)
@@ -97,7 +116,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		return 1;
-	printf("gate %lld %lld\n", ns(CLOCK_PROCESS_CPUTIME_ID), ns(CLOCK_MONOTONIC));
+	printf("gate %lld %lld %ld\n", ns(CLOCK_PROCESS_CPUTIME_ID), ns(CLOCK_MONOTONIC), ctx_switches());
 	fflush(stdout);
 
 	t = ns(CLOCK_MONOTONIC);
@@ -114,7 +133,8 @@ int main(int argc, char **argv)
 			;
 		windows++;
 	}
-	printf("end %lld %lld %lld\n", ns(CLOCK_PROCESS_CPUTIME_ID), windows, ns(CLOCK_MONOTONIC));
+	printf("end %lld %lld %lld %ld\n", ns(CLOCK_PROCESS_CPUTIME_ID), windows, ns(CLOCK_MONOTONIC),
+	       ctx_switches());
 	fflush(stdout);
 	return 0;
 }

@@ -26,6 +26,59 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* SCHED_NORMAL, SCHED_BATCH, SCHED_IDLE: the classes whose slices the fair scheduler times. */
+static __always_inline bool is_fair(struct task_struct *t)
+{
+	__u32 policy = t->policy;
+
+	return policy == 0 || policy == 3 || policy == 5;
+}
+
+/*
+ * Bills prev's slice as long as the scheduler timed it (se.sum_exec_runtime, what the task's own
+ * CPU clocks read), not from our timestamps: after a wakeup that preempts, the scheduler skips its
+ * clock update (rq_clock_skip_update) and bills the woken task from the wakeup on, ending the
+ * previous slice there; steal time is left out. The difference moves between this thread and the
+ * CPU's idle time, so the CPU's parts still add up to wall time.
+ */
+static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct task_struct *prev)
+{
+	/* Measured against our own reading at switch-in: se.prev_sum_exec_runtime is reset when a
+	 * running task changes group (autogroup at exit, for one). */
+	__u64 slice = prev->se.sum_exec_runtime - (c->sum_at_in - 1);
+	__u64 billed = 0, task, had = c->pending.task_ns;
+	__s64 skew;
+
+	if (!c->sum_at_in)
+		return;
+	if (c->pending_irq) {
+		billed = c->pending.hardirq_ns;
+#pragma unroll
+		for (int i = 0; i < PKPROF_NR_SOFTIRQS; i++)
+			billed += c->pending.softirq_ns[i];
+	}
+	/* A slice far off ours is not this slice (e.g. a policy change): keep our figure. */
+	if (slice > had + billed + 10000000ULL || slice + 10000000ULL < had + billed)
+		return;
+	task = slice > billed ? slice - billed : 0;
+	skew = (__s64)task - (__s64)had;
+	/* Never drive a CPU total below zero (e.g. a slice that began before attach). */
+	if ((skew < 0 && (__u64)-skew > c->task_ns) || (skew > 0 && (__u64)skew > c->idle_ns))
+		return;
+	c->pending.task_ns = task;
+	c->task_ns += skew;
+	c->idle_ns -= skew;
+	c->slice_skew_ns += skew;
+	if (split_modes) {
+		__u64 *bucket = c->mode == PKPROF_MODE_USER ? &c->pending.user_ns :
+				c->mode == PKPROF_MODE_SYS  ? &c->pending.sys_ns :
+							       &c->pending.unsplit_ns;
+
+		if (skew >= 0 || *bucket >= (__u64)-skew)
+			*bucket += skew;
+	}
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -50,16 +103,35 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (c->cur_tid != (__u32)prev->pid) {
 		/*
 		 * The CPU is not running the thread we last switched to: a switch went unreported
-		 * (seen here for threads outside our PID namespace). The pending slice cannot be
-		 * split between that thread and whoever ran after it: it is counted as missed.
+		 * (seen here for threads outside our PID namespace). The scheduler's own length of
+		 * prev's slice says how much of the pending time was prev's; the rest ran in the
+		 * thread we cannot see and is counted as missed.
 		 */
 		c->lost.missed_switch++;
-		c->missed_ns += c->pending.task_ns;
 		if (c->wq_tid && c->wq_worker == c->cur_tid) {
-			c->wq_tid = 0; /* its time is inside missed_ns */
+			c->wq_tid = 0; /* the hidden thread's item: its time is inside missed_ns */
 			c->wq_ns = 0;
 		}
+		if (prev->pid && is_fair(prev)) {
+			__u64 slice = prev->se.sum_exec_runtime - prev->se.prev_sum_exec_runtime;
+			__u64 give = slice < c->pending.task_ns ? slice : c->pending.task_ns;
+
+			c->missed_ns += c->pending.task_ns - give;
+			c->pending.task_ns = give;
+			if (split_modes) {
+				c->pending.user_ns = 0;
+				c->pending.sys_ns = 0;
+				c->pending.unsplit_ns = give;
+			}
+			c->cur_tid = prev->pid;
+			c->cur_pid = prev->tgid;
+			c->sum_at_in = 0; /* prev's switch-in was not seen */
+		} else {
+			c->missed_ns += c->pending.task_ns;
+		}
 	}
+	if (c->cur_tid && c->cur_tid == (__u32)prev->pid && is_fair(prev))
+		follow_scheduler_slice(c, prev);
 	if (c->cur_tid && c->cur_tid == (__u32)prev->pid) {
 		e = thread_entry(c, prev, now);
 		c->pending.switches++;
@@ -75,6 +147,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 
 	c->cur_tid = next->pid;
 	c->cur_pid = next->tgid;
+	c->sum_at_in = next->se.sum_exec_runtime + 1;
 	wq_switch_in(c, next);
 	c->mode = PKPROF_MODE_UNKNOWN;
 	c->sys_enter_ns = 0;

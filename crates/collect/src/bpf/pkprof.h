@@ -186,6 +186,10 @@ struct pkprof_cpu {
 	__u64 expired_tags;
 	/* Task time of threads whose switch-out was never reported: who ran is unknown. */
 	__u64 missed_ns;
+	/* Sum of (scheduler's slice - ours) moved between threads and idle (see follow_scheduler_slice). */
+	__s64 slice_skew_ns;
+	/* cur_tid's se.sum_exec_runtime when it was switched in (+1; 0 = unknown). */
+	__u64 sum_at_in;
 	struct pkprof_lost lost;
 };
 
