@@ -248,3 +248,191 @@ pub fn u64_of(v: &Value, field: &str) -> u64 {
 pub fn rel_err(measured: u64, truth: u64) -> f64 {
     (measured as f64 - truth as f64).abs() / (truth as f64).max(1.0)
 }
+
+// Independent ground truth for the attribution tests: a private tracefs instance (the kernel's
+// own ftrace ring buffer, sharing nothing with pkprof's BPF programs but the tracepoints), and
+// workload files on the real disk.
+
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+pub fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+pub fn num_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) as usize }
+}
+
+/// A directory for workload files under the target directory, asserted not to be on tmpfs (so
+/// I/O there reaches the disk); removed on drop.
+pub struct DiskDir(PathBuf);
+
+impl DiskDir {
+    pub fn new(name: &str) -> DiskDir {
+        let dir =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the test directory");
+        let path = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+        // SAFETY: statfs fills the struct we pass for a NUL-terminated path.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statfs(path.as_ptr(), &mut st) }, 0, "statfs");
+        const TMPFS_MAGIC: i64 = 0x0102_1994;
+        assert!(
+            st.f_type as i64 != TMPFS_MAGIC,
+            "{} is on tmpfs, not on a disk",
+            dir.display()
+        );
+        DiskDir(dir)
+    }
+
+    pub fn file(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for DiskDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One event of a trace: `comm-tid [cpu] flags secs.usecs: name: body`.
+pub struct TraceEvent {
+    pub comm: String,
+    pub tid: u32,
+    pub cpu: usize,
+    /// Interrupt context from the trace's flags: 'h' hard IRQ, 's' softirq, 'H' both, '.' task.
+    pub irq: char,
+    /// CLOCK_MONOTONIC, ns (1 us resolution).
+    pub ts: u64,
+    pub name: String,
+    pub body: String,
+}
+
+impl TraceEvent {
+    pub fn kworker(&self) -> bool {
+        self.comm.starts_with("kworker/")
+    }
+
+    /// The number after `key` in the body (e.g. `prev_pid=`).
+    pub fn num(&self, key: &str) -> u32 {
+        let after = self
+            .body
+            .split(key)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{key} in {}", self.body));
+        after.split(' ').next().unwrap().parse().unwrap()
+    }
+
+    /// The work_struct address of a workqueue event (`work struct=ADDR ...`, `work struct ADDR:`).
+    pub fn work(&self) -> String {
+        let after = self.body.strip_prefix("work struct").expect("work struct");
+        after
+            .trim_start_matches(['=', ' '])
+            .split([':', ' '])
+            .next()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// A block event's request: "dev sector+nr", or "dev flush" for flushes (their sector reads
+    /// differently at issue and completion; they complete in issue order per device).
+    pub fn request(&self) -> String {
+        let t: Vec<&str> = self.body.split_whitespace().collect();
+        if t[1].starts_with('F') {
+            return format!("{} flush", t[0]);
+        }
+        let p = t
+            .iter()
+            .position(|w| w.starts_with('('))
+            .expect("cmd field");
+        format!("{} {}+{}", t[0], t[p + 1], t[p + 3])
+    }
+}
+
+/// A private tracefs instance recording `events` ("group/name", filter or "") on the `mono`
+/// clock from creation; removed on drop.
+pub struct Trace(PathBuf);
+
+impl Trace {
+    pub fn start(name: &str, events: &[(&str, &str)]) -> Trace {
+        let dir = format!(
+            "/sys/kernel/tracing/instances/pkprof-{name}-{}",
+            std::process::id()
+        );
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).expect("create a tracefs instance (root, tracefs mounted)");
+        let t = Trace(PathBuf::from(dir));
+        t.write("tracing_on", "0");
+        t.write("trace_clock", "mono");
+        t.write("buffer_size_kb", "32768");
+        for (ev, filter) in events {
+            if !filter.is_empty() {
+                t.write(&format!("events/{ev}/filter"), filter);
+            }
+            t.write(&format!("events/{ev}/enable"), "1");
+        }
+        t.write("trace", "");
+        t.write("tracing_on", "1");
+        t
+    }
+
+    fn write(&self, file: &str, what: &str) {
+        std::fs::write(self.0.join(file), what)
+            .unwrap_or_else(|e| panic!("write {what:?} to {file}: {e}"));
+    }
+
+    /// Stops recording and returns every event in order, asserting the ring buffer dropped none.
+    pub fn stop_and_read(&self) -> Vec<TraceEvent> {
+        self.write("tracing_on", "0");
+        for cpu in 0..num_cpus() {
+            let stats =
+                std::fs::read_to_string(self.0.join(format!("per_cpu/cpu{cpu}/stats"))).unwrap();
+            assert!(
+                stats.lines().any(|l| l == "overrun: 0"),
+                "trace lost events:\n{stats}"
+            );
+        }
+        let re = regex::Regex::new(
+            r"^\s*(.*)-(\d+)\s+\[(\d+)\]\s+(\S{4,})\s+(\d+)\.(\d{6}): (\w+): (.*)$",
+        );
+        let re = re.unwrap();
+        let text = std::fs::read_to_string(self.0.join("trace")).expect("read trace");
+        let parse = |l: &str| {
+            let c = re
+                .captures(l)
+                .unwrap_or_else(|| panic!("unparsed trace line {l:?}"));
+            let n = |i: usize| c[i].parse::<u64>().unwrap();
+            TraceEvent {
+                comm: c[1].to_owned(),
+                tid: n(2) as u32,
+                cpu: n(3) as usize,
+                irq: c[4].chars().nth(2).unwrap(),
+                ts: n(5) * 1_000_000_000 + n(6) * 1000,
+                name: c[7].to_owned(),
+                body: c[8].to_owned(),
+            }
+        };
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(parse)
+            .collect()
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("tracing_on"), "0");
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}

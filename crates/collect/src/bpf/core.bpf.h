@@ -14,6 +14,13 @@
 
 static __always_inline void close_tag(struct pkprof_cpu *c);
 
+/*
+ * Programs on tracepoints that run with interrupts enabled (softirq and task context) update the
+ * same per-CPU registers as the hard-IRQ programs; they run with interrupts off (Linux >= 6.14).
+ */
+extern void bpf_local_irq_save(unsigned long *flags) __ksym;
+extern void bpf_local_irq_restore(unsigned long *flags) __ksym;
+
 /* Set by the loader before load: split task time into user/sys (syscall tracepoints attached). */
 const volatile bool split_modes = false;
 
@@ -98,6 +105,8 @@ static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 			c->mode = infer_mode(bpf_get_current_task_btf());
 		return;
 	}
+	if ((__s64)(now - c->last_ns) <= 0)
+		return; /* an older clock reading than the last charge: nothing to charge */
 	d = now - c->last_ns;
 	c->last_ns = now;
 
@@ -212,6 +221,8 @@ static __always_inline void flush_pending(struct pkprof_cpu *c, struct pkprof_ac
 		if (dst) {
 			dst->served_net_ns += src->served_net_ns;
 			dst->served_net_items += src->served_net_items;
+		} else {
+			c->kernel_irq_ns += src->served_net_ns; /* nobody to bill: KERNEL */
 		}
 		src->served_net_ns = 0;
 		src->served_net_items = 0;

@@ -216,8 +216,7 @@ int BPF_PROG(on_local_timer_exit, int vector)
 	return 0;
 }
 
-SEC("tp_btf/softirq_entry")
-int BPF_PROG(on_softirq_entry, unsigned int vec)
+static __always_inline int on_softirq_entry_body(unsigned int vec)
 {
 	struct pkprof_cpu *c = this_cpu();
 
@@ -232,8 +231,20 @@ int BPF_PROG(on_softirq_entry, unsigned int vec)
 	return 0;
 }
 
-SEC("tp_btf/softirq_exit")
-int BPF_PROG(on_softirq_exit, unsigned int vec)
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(on_softirq_entry, unsigned int vec)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_softirq_entry_body(vec);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
+static __always_inline int on_softirq_exit_body(unsigned int vec)
 {
 	struct pkprof_cpu *c = this_cpu();
 
@@ -244,8 +255,20 @@ int BPF_PROG(on_softirq_exit, unsigned int vec)
 	return 0;
 }
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *child)
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(on_softirq_exit, unsigned int vec)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_softirq_exit_body(vec);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
+static __always_inline int on_process_fork_body(struct task_struct *parent, struct task_struct *child)
 {
 	struct pkprof_cpu *c = this_cpu();
 	struct pkprof_thread *e;
@@ -257,6 +280,19 @@ int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *ch
 	if (e && e->mode == PKPROF_MODE_UNKNOWN)
 		e->mode = PKPROF_MODE_SYS;
 	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_process_fork_body(parent, child);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -292,8 +328,7 @@ int BPF_PROG(on_cgroup_attach_task, struct cgroup *dst, const char *path, struct
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(on_process_exit, struct task_struct *p)
+static __always_inline int on_process_exit_body(struct task_struct *p)
 {
 	struct pkprof_cpu *c = this_cpu();
 	struct pkprof_thread *e;
@@ -306,6 +341,19 @@ int BPF_PROG(on_process_exit, struct task_struct *p)
 	if (e)
 		e->exit_ns = bpf_ktime_get_ns();
 	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_process_exit, struct task_struct *p)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_process_exit_body(p);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
 }
 
 /* ---- syscall mode: loaded only with --syscalls ---- */
@@ -328,8 +376,7 @@ static __always_inline struct pkprof_syscall_stat *syscall_stat(struct pkprof_cp
 	return bpf_map_lookup_elem(&syscalls, &key);
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
+static __always_inline int on_sys_enter_body(struct pt_regs *regs, long id)
 {
 	struct pkprof_cpu *c = this_cpu();
 	__u64 now = bpf_ktime_get_ns();
@@ -349,8 +396,20 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_sys_enter_body(regs, id);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
+static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
 {
 	struct pkprof_cpu *c = this_cpu();
 	__u64 now = bpf_ktime_get_ns();
@@ -375,12 +434,37 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-SEC("tp_btf/page_fault_user")
-int BPF_PROG(on_page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_sys_exit_body(regs, ret);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
+static __always_inline int on_page_fault_user_body(unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
 	struct pkprof_cpu *c = this_cpu();
 
 	if (c && c->cur_tid)
 		c->pending.faults++;
 	return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(on_page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_page_fault_user_body(address, regs, error_code);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
 }

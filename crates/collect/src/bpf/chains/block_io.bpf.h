@@ -16,8 +16,7 @@ struct {
 	__type(value, struct pkprof_owner);
 } reqs SEC(".maps");
 
-SEC("tp_btf/block_rq_issue")
-int BPF_PROG(on_block_rq_issue, struct request *rq)
+static __always_inline int on_block_rq_issue_body(struct request *rq)
 {
 	struct pkprof_cpu *c = this_cpu();
 	struct pkprof_owner o = {};
@@ -32,8 +31,20 @@ int BPF_PROG(on_block_rq_issue, struct request *rq)
 	return 0;
 }
 
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(on_block_rq_issue, struct request *rq)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_block_rq_issue_body(rq);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
+static __always_inline int on_block_rq_complete_body(struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	struct pkprof_cpu *c = this_cpu();
 	__u64 key = (__u64)rq;
@@ -57,6 +68,19 @@ int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsig
 	}
 	open_tag(c, PKPROF_TAG_BLOCK, tid);
 	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_block_rq_complete_body(rq, error, nr_bytes);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
 }
 
 #endif /* PKPROF_BLOCK_IO_BPF_H */

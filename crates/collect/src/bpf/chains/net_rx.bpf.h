@@ -73,14 +73,26 @@ static __always_inline void net_take_held(struct pkprof_cpu *c, __u64 skb)
 	bpf_map_delete_elem(&skb_held, &skb);
 }
 
-SEC("tp_btf/netif_rx")
-int BPF_PROG(on_netif_rx, struct sk_buff *skb)
+static __always_inline int on_netif_rx_body(struct sk_buff *skb)
 {
 	struct pkprof_cpu *c = this_cpu();
 
 	if (c)
 		c->rx_last_skb = (__u64)skb;
 	return 0;
+}
+
+SEC("tp_btf/netif_rx")
+int BPF_PROG(on_netif_rx, struct sk_buff *skb)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_netif_rx_body(skb);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
 }
 
 static __always_inline void net_credit_sock(struct pkprof_cpu *c, __u64 sk, __u64 ns)
@@ -119,8 +131,7 @@ static __always_inline void net_credit_sock(struct pkprof_cpu *c, __u64 sk, __u6
 	s->last_ns = now;
 }
 
-SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(on_netif_receive_skb, struct sk_buff *skb)
+static __always_inline int on_netif_receive_skb_body(struct sk_buff *skb)
 {
 	struct pkprof_cpu *c = this_cpu();
 
@@ -135,6 +146,19 @@ int BPF_PROG(on_netif_receive_skb, struct sk_buff *skb)
 	}
 	net_take_held(c, (__u64)skb);
 	return 0;
+}
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(on_netif_receive_skb, struct sk_buff *skb)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_netif_receive_skb_body(skb);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
 }
 
 /* The skb in the open segment belongs to socket sk. */
@@ -155,16 +179,46 @@ static __always_inline void net_link(const struct sock *sk)
 	}
 }
 
-SEC("tp_btf/tcp_probe")
-int BPF_PROG(on_tcp_probe, struct sock *sk, const struct sk_buff *skb)
+static __always_inline int on_tcp_probe_body(struct sock *sk, const struct sk_buff *skb)
 {
 	net_link(sk);
 	return 0;
 }
 
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(on_tcp_probe, struct sock *sk, const struct sk_buff *skb)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_tcp_probe_body(sk, skb);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
 /* A datagram for sk dropped (receive buffer full): the work was still done for sk. */
+static __always_inline int on_udp_fail_queue_rcv_skb_body(int rc, struct sock *sk, struct sk_buff *skb)
+{
+	net_link(sk);
+	return 0;
+}
+
 SEC("tp_btf/udp_fail_queue_rcv_skb")
 int BPF_PROG(on_udp_fail_queue_rcv_skb, int rc, struct sock *sk, struct sk_buff *skb)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_udp_fail_queue_rcv_skb_body(rc, sk, skb);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
+static __always_inline int on_sk_data_ready_body(const struct sock *sk)
 {
 	net_link(sk);
 	return 0;
@@ -173,8 +227,14 @@ int BPF_PROG(on_udp_fail_queue_rcv_skb, int rc, struct sock *sk, struct sk_buff 
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(on_sk_data_ready, const struct sock *sk)
 {
-	net_link(sk);
-	return 0;
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_sk_data_ready_body(sk);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
 }
 
 /* The current thread uses socket sk: the receive work held on it is its cost. */
@@ -200,20 +260,44 @@ static __always_inline void net_consume(struct sock *sk)
 	c->pending.served_net_items += skbs;
 }
 
-SEC("tp_btf/sock_recv_length")
-int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
+static __always_inline int on_sock_recv_length_body(struct sock *sk, int ret, int flags)
 {
 	net_consume(sk);
 	return 0;
 }
 
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_sock_recv_length_body(sk, ret, flags);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
 /* A TCP sender claims the ACK processing held on its socket (UDP sends have none to claim). */
-SEC("tp_btf/sock_send_length")
-int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
+static __always_inline int on_sock_send_length_body(struct sock *sk, int ret, int flags)
 {
 	if (sk->sk_protocol == 6 /* IPPROTO_TCP */)
 		net_consume(sk);
 	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_sock_send_length_body(sk, ret, flags);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
 }
 
 #endif /* PKPROF_NET_RX_BPF_H */

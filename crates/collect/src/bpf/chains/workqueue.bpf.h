@@ -15,8 +15,7 @@ struct {
 	__type(value, struct pkprof_owner);
 } works SEC(".maps");
 
-SEC("tp_btf/workqueue_queue_work")
-int BPF_PROG(on_workqueue_queue_work, int req_cpu, struct pool_workqueue *pwq, struct work_struct *work)
+static __always_inline int on_workqueue_queue_work_body(int req_cpu, struct pool_workqueue *pwq, struct work_struct *work)
 {
 	struct pkprof_cpu *c = this_cpu();
 	struct pkprof_owner o = {};
@@ -33,8 +32,20 @@ int BPF_PROG(on_workqueue_queue_work, int req_cpu, struct pool_workqueue *pwq, s
 	return 0;
 }
 
-SEC("tp_btf/workqueue_execute_start")
-int BPF_PROG(on_workqueue_execute_start, struct work_struct *work)
+SEC("tp_btf/workqueue_queue_work")
+int BPF_PROG(on_workqueue_queue_work, int req_cpu, struct pool_workqueue *pwq, struct work_struct *work)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_workqueue_queue_work_body(req_cpu, pwq, work);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
+static __always_inline int on_workqueue_execute_start_body(struct work_struct *work)
 {
 	struct pkprof_cpu *c = this_cpu();
 	__u64 key = (__u64)work;
@@ -55,8 +66,20 @@ int BPF_PROG(on_workqueue_execute_start, struct work_struct *work)
 	return 0;
 }
 
-SEC("tp_btf/workqueue_execute_end")
-int BPF_PROG(on_workqueue_execute_end, struct work_struct *work, work_func_t function)
+SEC("tp_btf/workqueue_execute_start")
+int BPF_PROG(on_workqueue_execute_start, struct work_struct *work)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_workqueue_execute_start_body(work);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
+}
+
+static __always_inline int on_workqueue_execute_end_body(struct work_struct *work, work_func_t function)
 {
 	struct pkprof_cpu *c = this_cpu();
 
@@ -67,6 +90,19 @@ int BPF_PROG(on_workqueue_execute_end, struct work_struct *work, work_func_t fun
 	c->wq_tid = 0;
 	c->wq_ns = 0;
 	return 0;
+}
+
+SEC("tp_btf/workqueue_execute_end")
+int BPF_PROG(on_workqueue_execute_end, struct work_struct *work, work_func_t function)
+{
+	unsigned long irq_flags;
+	int body_rc;
+
+	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
+	bpf_local_irq_save(&irq_flags);
+	body_rc = on_workqueue_execute_end_body(work, function);
+	bpf_local_irq_restore(&irq_flags);
+	return body_rc;
 }
 
 /* At a context switch: credit a kworker's item time so far and park the item's owner. */
