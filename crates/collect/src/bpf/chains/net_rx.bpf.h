@@ -144,6 +144,7 @@ static __always_inline int on_netif_receive_skb_body(struct sk_buff *skb)
 		open_tag(c, PKPROF_TAG_NET_SKB, 0);
 		c->tag_has_skb = 1;
 	}
+	c->tag_key = (__u64)skb; /* read for its socket at close if no event links it */
 	net_take_held(c, (__u64)skb);
 	return 0;
 }

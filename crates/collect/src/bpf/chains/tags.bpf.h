@@ -23,6 +23,19 @@ static __always_inline void close_tag(struct pkprof_cpu *c)
 		/* No skb of its own: it handed skbs over to another CPU (RPS), pass its time on. */
 		if (!c->tag_has_skb && net_hold_for_skb(c, c->tag_ns))
 			break;
+		/*
+		 * An skb no event linked: e.g. TCP data put on the backlog of a socket its reader
+		 * holds. Early demux has set skb->sk by now (a freed skb reads NULL: orphaned).
+		 */
+		if (c->tag_has_skb && c->tag_key) {
+			struct sock *sk = NULL;
+
+			bpf_probe_read_kernel(&sk, sizeof(sk), &((struct sk_buff *)c->tag_key)->sk);
+			if (sk) {
+				net_credit_sock(c, (__u64)sk, c->tag_ns);
+				break;
+			}
+		}
 		/* an skb that reached no socket: forwarded, dropped, ARP, ICMP */
 		c->kernel_irq_ns += c->tag_ns;
 		break;
