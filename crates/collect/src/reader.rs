@@ -308,13 +308,13 @@ impl Collector {
                 });
             }
             if s.pending_ns > 0 && now.saturating_sub(s.first_ns) > expire {
-                self.swept_expired.0 += s.pending_ns;
+                self.swept_expired.0 = self.swept_expired.0.saturating_add(s.pending_ns);
                 self.swept_expired.1 += 1;
                 gone.push(key);
             } else if s.pending_ns == 0 && now.saturating_sub(s.last_ns) > 10 * expire {
                 gone.push(key); // closed or idle socket
             } else {
-                held += s.pending_ns;
+                held = held.saturating_add(s.pending_ns);
             }
         }
         for key in gone {
@@ -342,11 +342,11 @@ impl Collector {
                 });
             }
             if now.saturating_sub(h.since_ns) > expire {
-                self.swept_expired.0 += h.ns;
+                self.swept_expired.0 = self.swept_expired.0.saturating_add(h.ns);
                 self.swept_expired.1 += 1;
                 gone.push(key);
             } else {
-                held += h.ns;
+                held = held.saturating_add(h.ns);
             }
         }
         for key in gone {

@@ -172,6 +172,7 @@ struct pkprof_cpu {
 	__u32 tag_has_skb;
 	__u32 pad1;
 	__u64 rx_last_skb; /* last skb this CPU handed to another CPU's backlog (netif_rx) */
+	__u64 last_sk;     /* last socket an skb was linked to on this CPU */
 	/* Work item being run by the current kworker, and its beneficiary. */
 	__u32 wq_tid;    /* beneficiary thread, 0 = none */
 	__u32 wq_worker; /* the kworker running it */

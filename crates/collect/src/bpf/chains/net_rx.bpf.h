@@ -170,6 +170,7 @@ static __always_inline void net_link(const struct sock *sk)
 
 	if (!c || !c->depth || c->tag_depth != c->depth)
 		return;
+	c->last_sk = key;
 	if (c->tag == PKPROF_TAG_NET_SKB) {
 		c->tag = PKPROF_TAG_NET_SOCK;
 		c->tag_key = key;

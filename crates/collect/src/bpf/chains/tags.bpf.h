@@ -31,6 +31,10 @@ static __always_inline void close_tag(struct pkprof_cpu *c)
 			struct sock *sk = NULL;
 
 			bpf_probe_read_kernel(&sk, sizeof(sk), &((struct sk_buff *)c->tag_key)->sk);
+			/* Merged into the backlog's tail and its memory already reused by the next
+			 * packet (not demuxed yet): the flow's socket is the one last linked here. */
+			if (!sk)
+				sk = (struct sock *)c->last_sk;
 			if (sk) {
 				net_credit_sock(c, (__u64)sk, c->tag_ns);
 				break;
