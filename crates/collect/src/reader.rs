@@ -294,7 +294,7 @@ impl Collector {
     fn sweep_sockets(&mut self, now: u64) -> Result<u64, CollectError> {
         let expire = self.options.tag_expire_ns;
         let map = &self.skel.maps.socks;
-        let mut held = 0;
+        let mut held: u64 = 0;
         let mut gone = Vec::new();
         let entries = map
             .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
@@ -328,7 +328,7 @@ impl Collector {
     fn sweep_held_skbs(&mut self, now: u64) -> Result<u64, CollectError> {
         let expire = self.options.tag_expire_ns;
         let map = &self.skel.maps.skb_held;
-        let mut held = 0;
+        let mut held: u64 = 0;
         let mut gone = Vec::new();
         let entries = map
             .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
