@@ -16,4 +16,13 @@ fi
 echo "== formatting"
 cargo fmt --all -- --check
 echo "== tests (root-only BPF tests included; one at a time so timing-sensitive tests run alone)"
-cargo test --workspace --locked -- --include-ignored --test-threads=1
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --locked --lib --bins --tests -- --include-ignored --test-threads=1 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole suite (cargo prints one per test binary, the last often empty).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i } }
+     END { printf "suite: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
