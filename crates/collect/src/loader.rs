@@ -134,6 +134,10 @@ impl Collector {
         open.progs.on_sys_enter.set_autoload(options.syscalls);
         open.progs.on_sys_exit.set_autoload(options.syscalls);
         open.progs.on_page_fault_user.set_autoload(faults);
+        let (tcat, tev) = preflight::TCP_SENDMSG_TRACEPOINT;
+        let tcp_sendmsg = index.has(tcat, tev);
+        open.progs.on_tcp_sendmsg_locked.set_autoload(tcp_sendmsg);
+        open.progs.on_sock_send_length.set_autoload(!tcp_sendmsg);
         open.progs.on_local_timer_entry.set_autoload(local_timer);
         open.progs.on_local_timer_exit.set_autoload(local_timer);
         let skel = open.load().map_err(|e| {

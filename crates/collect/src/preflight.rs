@@ -32,6 +32,9 @@ pub const SYSCALL_TRACEPOINTS: &[(&str, &str)] =
 /// Optional tracepoints: used when present, their absence only disables a counter.
 pub const FAULT_TRACEPOINT: (&str, &str) = ("exceptions", "page_fault_user");
 
+/// Optional: the TCP-only send tracepoint (else every send runs a program).
+pub const TCP_SENDMSG_TRACEPOINT: (&str, &str) = ("tcp", "tcp_sendmsg_locked");
+
 /// Optional (x86): the local APIC timer interrupt, which does not pass through irq_handler_entry.
 pub const LOCAL_TIMER_TRACEPOINTS: &[(&str, &str)] = &[
     ("irq_vectors", "local_timer_entry"),

@@ -6,7 +6,8 @@
  * softirq's overhead before the first skb joins the first one). `tcp_probe` and `sk_data_ready`
  * link the segment to its socket, so the whole segment (including the reader's wake-up that follows
  * data_ready) is held on the socket (`socks`). When a thread reads from or writes to the socket
- * (`sock_recv_length` / `sock_send_length`, in its own context) the held time is billed to it.
+ * (`sock_recv_length`; a TCP sender through `tcp_sendmsg_locked`, or `sock_send_length` on kernels
+ * without it; in its own context) the held time is billed to it.
  * Held time nobody claims within `tag_expire_ns` goes to KERNEL and is counted as expired.
  *
  * With RPS the skb is handed from one CPU's backlog to another's (`netif_rx`), and the handing
@@ -286,6 +287,19 @@ static __always_inline int on_sock_send_length_body(struct sock *sk, int ret, in
 {
 	if (sk->sk_protocol == 6 /* IPPROTO_TCP */)
 		net_consume(sk);
+	return 0;
+}
+
+/* Where the kernel has it: only TCP sends run a program (UDP floods pay nothing on send). */
+SEC("tp_btf/tcp_sendmsg_locked")
+int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb,
+	     int size_goal)
+{
+	unsigned long irq_flags;
+
+	bpf_local_irq_save(&irq_flags);
+	net_consume((struct sock *)sk);
+	bpf_local_irq_restore(&irq_flags);
 	return 0;
 }
 
