@@ -2,61 +2,19 @@
 
 use std::fmt::Write;
 
-use pkprof_accounting::{Frame, SOFTIRQ_NAMES};
+use pkprof_accounting::{CpuRow, Frame, SOFTIRQ_NAMES};
 
 /// Renders a frame; `max_rows` bounds the process rows (None: all).
 pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "pkprof top - {:.1}s interval, exact accounting{}",
-        frame.interval_s,
-        if frame.split_modes {
-            ", user/sys measured"
-        } else {
-            " (user/sys split not measured: use --syscalls)"
-        }
-    );
+    let _ = writeln!(s, "{}", title_line(frame));
     for c in &frame.cpus {
-        let _ = write!(
-            s,
-            "%Cpu{:<3}: {:5.1} busy, {:5.1} idle, {:5.1} irq, {:5.1} softirq",
-            c.cpu, c.busy_pct, c.idle_pct, c.irq_pct, c.softirq_pct
-        );
-        let mut vecs: Vec<(usize, f64)> = c
-            .softirq_pct_by_vec
-            .iter()
-            .copied()
-            .enumerate()
-            .filter(|(_, p)| *p >= 0.05)
-            .collect();
-        vecs.sort_by(|a, b| b.1.total_cmp(&a.1));
-        if !vecs.is_empty() {
-            let parts: Vec<String> = vecs
-                .iter()
-                .map(|(v, p)| format!("{} {:.1}", SOFTIRQ_NAMES[*v], p))
-                .collect();
-            let _ = write!(s, " ({})", parts.join(", "));
-        }
-        s.push('\n');
+        let _ = writeln!(s, "{}", cpu_line(c));
     }
-    let lost = frame.lost.total();
-    if lost > 0 {
-        let parts: Vec<String> = frame
-            .lost
-            .fields()
-            .iter()
-            .filter(|(_, v)| *v > 0)
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let _ = writeln!(s, "LOST events: {}", parts.join(" "));
+    if let Some(line) = lost_line(frame) {
+        let _ = writeln!(s, "{line}");
     }
-    let _ = writeln!(
-        s,
-        "pkprof itself: {:.1}% CPU, {} MiB RSS",
-        frame.self_usage.cpu_pct,
-        frame.self_usage.rss_bytes / (1024 * 1024)
-    );
+    let _ = writeln!(s, "{}", self_line(frame));
     if let Some(line) = syscall_summary(frame, 6) {
         let _ = writeln!(s, "{line}");
     }
@@ -149,4 +107,64 @@ pub fn syscall_summary(frame: &Frame, n: usize) -> Option<String> {
         .map(|c| format!("{} {} (pid {})", c.count, c.name, c.pid))
         .collect();
     Some(format!("syscalls since start: {}", parts.join(", ")))
+}
+
+/// `pkprof top - 1.0s interval, exact accounting ...`
+pub fn title_line(frame: &Frame) -> String {
+    format!(
+        "pkprof top - {:.1}s interval, exact accounting{}",
+        frame.interval_s,
+        if frame.split_modes {
+            ", user/sys measured"
+        } else {
+            " (user/sys split not measured: use --syscalls)"
+        }
+    )
+}
+
+/// One CPU: busy / idle / irq / softirq shares, and the softirq vectors of at least 0.05%.
+pub fn cpu_line(c: &CpuRow) -> String {
+    let mut line = format!(
+        "%Cpu{:<3}: {:5.1} busy, {:5.1} idle, {:5.1} irq, {:5.1} softirq",
+        c.cpu, c.busy_pct, c.idle_pct, c.irq_pct, c.softirq_pct
+    );
+    let mut vecs: Vec<(usize, f64)> = c
+        .softirq_pct_by_vec
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, p)| *p >= 0.05)
+        .collect();
+    vecs.sort_by(|a, b| b.1.total_cmp(&a.1));
+    if !vecs.is_empty() {
+        let parts: Vec<String> = vecs
+            .iter()
+            .map(|(v, p)| format!("{} {:.1}", SOFTIRQ_NAMES[*v], p))
+            .collect();
+        let _ = write!(line, " ({})", parts.join(", "));
+    }
+    line
+}
+
+/// `LOST events: name=count ...`, or None when nothing was lost.
+pub fn lost_line(frame: &Frame) -> Option<String> {
+    (frame.lost.total() > 0).then(|| {
+        let parts: Vec<String> = frame
+            .lost
+            .fields()
+            .iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!("LOST events: {}", parts.join(" "))
+    })
+}
+
+/// pkprof's own CPU and memory.
+pub fn self_line(frame: &Frame) -> String {
+    format!(
+        "pkprof itself: {:.1}% CPU, {} MiB RSS",
+        frame.self_usage.cpu_pct,
+        frame.self_usage.rss_bytes / (1024 * 1024)
+    )
 }

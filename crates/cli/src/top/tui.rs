@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
-use pkprof_accounting::{Frame, SOFTIRQ_NAMES};
+use pkprof_accounting::Frame;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style, Stylize};
 use ratatui::text::Line;
@@ -108,64 +108,16 @@ impl View {
 }
 
 fn header_lines(frame: &Frame) -> Vec<Line<'static>> {
-    let mut lines = vec![Line::from(format!(
-        "pkprof top - {:.1}s interval, exact accounting{}",
-        frame.interval_s,
-        if frame.split_modes {
-            ", user/sys measured"
-        } else {
-            " (user/sys split not measured: use --syscalls)"
-        }
-    ))
-    .bold()];
-    for c in &frame.cpus {
-        let mut vecs: Vec<(usize, f64)> = c
-            .softirq_pct_by_vec
-            .iter()
-            .copied()
-            .enumerate()
-            .filter(|(_, p)| *p >= 0.05)
-            .collect();
-        vecs.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let detail: Vec<String> = vecs
-            .iter()
-            .map(|(v, p)| format!("{} {:.1}", SOFTIRQ_NAMES[*v], p))
-            .collect();
-        lines.push(Line::from(format!(
-            "%Cpu{:<3}: {:5.1} busy, {:5.1} idle, {:5.1} irq, {:5.1} softirq {}",
-            c.cpu,
-            c.busy_pct,
-            c.idle_pct,
-            c.irq_pct,
-            c.softirq_pct,
-            if detail.is_empty() {
-                String::new()
-            } else {
-                format!("({})", detail.join(", "))
-            }
-        )));
-    }
-    let lost: Vec<String> = frame
-        .lost
-        .fields()
-        .iter()
-        .filter(|(_, v)| *v > 0)
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    lines.push(if lost.is_empty() {
-        Line::from("lost events: none")
-    } else {
-        Line::from(format!("LOST events: {}", lost.join(" ")))
-            .red()
-            .bold()
+    use pkprof_live::text;
+    let mut lines = vec![Line::from(text::title_line(frame)).bold()];
+    lines.extend(frame.cpus.iter().map(|c| Line::from(text::cpu_line(c))));
+    lines.push(match text::lost_line(frame) {
+        Some(line) => Line::from(line).red().bold(),
+        None => Line::from("lost events: none"),
     });
-    lines.push(Line::from(format!(
-        "pkprof itself: {:.1}% CPU, {} MiB RSS",
-        frame.self_usage.cpu_pct,
-        frame.self_usage.rss_bytes / (1024 * 1024)
-    )));
-    lines.push(Line::from(pkprof_live::text::buckets_line(frame)));
-    if let Some(line) = pkprof_live::text::syscall_summary(frame, 6) {
+    lines.push(Line::from(text::self_line(frame)));
+    lines.push(Line::from(text::buckets_line(frame)));
+    if let Some(line) = text::syscall_summary(frame, 6) {
         lines.push(Line::from(line));
     }
     lines
