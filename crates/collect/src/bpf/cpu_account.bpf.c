@@ -156,12 +156,15 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 
 		e = bpf_map_lookup_elem(&threads, &tid);
 		if (e) {
-			c->mode = e->mode;
 			c->sys_enter_ns = e->sys_enter_ns;
 			c->sys_nr = e->sys_nr;
 		}
-		if (c->mode == PKPROF_MODE_UNKNOWN)
-			c->mode = infer_mode(next);
+		/*
+		 * The saved registers say where the task stands now, which the saved mode may not:
+		 * a syscall that returned before sys_exit was attached, a page fault (no exit
+		 * tracepoint) that returned to user space.
+		 */
+		c->mode = infer_mode(next);
 	}
 	return 0;
 }
