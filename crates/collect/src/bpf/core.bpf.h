@@ -260,7 +260,6 @@ static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, 
 	/* Later moves are followed by the cgroup_attach_task program. */
 	fresh.cgroup_id = bpf_get_current_cgroup_id();
 	fresh.kthread = !!(t->flags & PF_KTHREAD);
-	fresh.mode = fresh.kthread ? PKPROF_MODE_SYS : PKPROF_MODE_UNKNOWN;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), t->comm);
 	err = bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST: created meanwhile on another CPU */) {

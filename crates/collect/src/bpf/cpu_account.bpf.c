@@ -136,7 +136,6 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		e = thread_entry(c, prev, now);
 		c->pending.switches++;
 		if (e && split_modes) {
-			e->mode = c->mode;
 			e->sys_enter_ns = c->sys_enter_ns;
 			e->sys_nr = c->sys_nr;
 		}
@@ -274,14 +273,10 @@ int BPF_PROG(on_softirq_exit, unsigned int vec)
 static __always_inline int on_process_fork_body(struct task_struct *parent, struct task_struct *child)
 {
 	struct pkprof_cpu *c = this_cpu();
-	struct pkprof_thread *e;
 
 	if (!c)
 		return 0;
-	e = thread_entry(c, child, bpf_ktime_get_ns());
-	/* A new task starts in the kernel, returning from fork. */
-	if (e && e->mode == PKPROF_MODE_UNKNOWN)
-		e->mode = PKPROF_MODE_SYS;
+	thread_entry(c, child, bpf_ktime_get_ns());
 	return 0;
 }
 

@@ -91,10 +91,11 @@ struct pkprof_thread {
 	char comm[PKPROF_COMM_LEN];
 	struct pkprof_acc acc;
 	struct pkprof_served served;
-	/* Saved per-thread registers of syscall mode while the thread is off-CPU. */
+	/* Saved per-thread registers of syscall mode while the thread is off-CPU (the mode itself is
+	 * read from the task's saved registers at switch-in). */
 	__u64 sys_enter_ns;
 	__u32 sys_nr;
-	__u32 mode; /* enum pkprof_mode */
+	__u32 pad;
 };
 
 /* Key and value of the `syscalls` hash map: exact per-process syscall counts (syscall mode). */
