@@ -21,6 +21,17 @@ static __always_inline void close_tag(struct pkprof_cpu *c);
 extern void bpf_local_irq_save(unsigned long *flags) __ksym;
 extern void bpf_local_irq_restore(unsigned long *flags) __ksym;
 
+/* Evaluates CALL (an int expression) with this CPU's interrupts off and yields its value. */
+#define WITH_IRQS_OFF(call)                                                                        \
+	({                                                                                         \
+		unsigned long __irq_flags;                                                         \
+		int __rc;                                                                          \
+		bpf_local_irq_save(&__irq_flags);                                                  \
+		__rc = (call);                                                                     \
+		bpf_local_irq_restore(&__irq_flags);                                               \
+		__rc;                                                                              \
+	})
+
 /* Set by the loader before load: split task time into user/sys (syscall tracepoints attached). */
 const volatile bool split_modes = false;
 

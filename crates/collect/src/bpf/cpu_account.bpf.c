@@ -236,14 +236,7 @@ static __always_inline int on_softirq_entry_body(unsigned int vec)
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(on_softirq_entry, unsigned int vec)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_softirq_entry_body(vec);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_softirq_entry_body(vec));
 }
 
 static __always_inline int on_softirq_exit_body(unsigned int vec)
@@ -260,14 +253,7 @@ static __always_inline int on_softirq_exit_body(unsigned int vec)
 SEC("tp_btf/softirq_exit")
 int BPF_PROG(on_softirq_exit, unsigned int vec)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_softirq_exit_body(vec);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_softirq_exit_body(vec));
 }
 
 static __always_inline int on_process_fork_body(struct task_struct *parent, struct task_struct *child)
@@ -283,14 +269,7 @@ static __always_inline int on_process_fork_body(struct task_struct *parent, stru
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_process_fork_body(parent, child);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_process_fork_body(parent, child));
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -344,14 +323,7 @@ static __always_inline int on_process_exit_body(struct task_struct *p)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_process_exit, struct task_struct *p)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_process_exit_body(p);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_process_exit_body(p));
 }
 
 /* ---- syscall mode: loaded only with --syscalls ---- */
@@ -397,14 +369,7 @@ static __always_inline int on_sys_enter_body(struct pt_regs *regs, long id)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_sys_enter_body(regs, id);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_sys_enter_body(regs, id));
 }
 
 static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
@@ -435,14 +400,7 @@ static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_sys_exit_body(regs, ret);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_sys_exit_body(regs, ret));
 }
 
 static __always_inline int on_page_fault_user_body(unsigned long address, struct pt_regs *regs, unsigned long error_code)
@@ -457,12 +415,5 @@ static __always_inline int on_page_fault_user_body(unsigned long address, struct
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(on_page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_page_fault_user_body(address, regs, error_code);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_page_fault_user_body(address, regs, error_code));
 }

@@ -34,14 +34,7 @@ static __always_inline int on_block_rq_issue_body(struct request *rq)
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(on_block_rq_issue, struct request *rq)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_block_rq_issue_body(rq);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_block_rq_issue_body(rq));
 }
 
 static __always_inline int on_block_rq_complete_body(struct request *rq, blk_status_t error, unsigned int nr_bytes)
@@ -73,14 +66,7 @@ static __always_inline int on_block_rq_complete_body(struct request *rq, blk_sta
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_block_rq_complete_body(rq, error, nr_bytes);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_block_rq_complete_body(rq, error, nr_bytes));
 }
 
 #endif /* PKPROF_BLOCK_IO_BPF_H */

@@ -86,14 +86,7 @@ static __always_inline int on_netif_rx_body(struct sk_buff *skb)
 SEC("tp_btf/netif_rx")
 int BPF_PROG(on_netif_rx, struct sk_buff *skb)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_netif_rx_body(skb);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_netif_rx_body(skb));
 }
 
 static __always_inline void net_credit_sock(struct pkprof_cpu *c, __u64 sk, __u64 ns)
@@ -153,14 +146,7 @@ static __always_inline int on_netif_receive_skb_body(struct sk_buff *skb)
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(on_netif_receive_skb, struct sk_buff *skb)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_netif_receive_skb_body(skb);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_netif_receive_skb_body(skb));
 }
 
 /* The skb in the open segment belongs to socket sk. */
@@ -191,14 +177,7 @@ static __always_inline int on_tcp_probe_body(struct sock *sk, const struct sk_bu
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_tcp_probe, struct sock *sk, const struct sk_buff *skb)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_tcp_probe_body(sk, skb);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_tcp_probe_body(sk, skb));
 }
 
 /* A datagram for sk dropped (receive buffer full): the work was still done for sk. */
@@ -211,14 +190,7 @@ static __always_inline int on_udp_fail_queue_rcv_skb_body(int rc, struct sock *s
 SEC("tp_btf/udp_fail_queue_rcv_skb")
 int BPF_PROG(on_udp_fail_queue_rcv_skb, int rc, struct sock *sk, struct sk_buff *skb)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_udp_fail_queue_rcv_skb_body(rc, sk, skb);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_udp_fail_queue_rcv_skb_body(rc, sk, skb));
 }
 
 static __always_inline int on_sk_data_ready_body(const struct sock *sk)
@@ -230,14 +202,7 @@ static __always_inline int on_sk_data_ready_body(const struct sock *sk)
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(on_sk_data_ready, const struct sock *sk)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_sk_data_ready_body(sk);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_sk_data_ready_body(sk));
 }
 
 /* The current thread uses socket sk: the receive work held on it is its cost. */
@@ -272,14 +237,7 @@ static __always_inline int on_sock_recv_length_body(struct sock *sk, int ret, in
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_sock_recv_length_body(sk, ret, flags);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_sock_recv_length_body(sk, ret, flags));
 }
 
 /* A TCP sender claims the ACK processing held on its socket (UDP sends have none to claim). */
@@ -295,25 +253,13 @@ SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb,
 	     int size_goal)
 {
-	unsigned long irq_flags;
-
-	bpf_local_irq_save(&irq_flags);
-	net_consume((struct sock *)sk);
-	bpf_local_irq_restore(&irq_flags);
-	return 0;
+	return WITH_IRQS_OFF((net_consume((struct sock *)sk), 0));
 }
 
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_sock_send_length_body(sk, ret, flags);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_sock_send_length_body(sk, ret, flags));
 }
 
 #endif /* PKPROF_NET_RX_BPF_H */

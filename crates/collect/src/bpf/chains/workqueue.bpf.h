@@ -35,14 +35,7 @@ static __always_inline int on_workqueue_queue_work_body(int req_cpu, struct pool
 SEC("tp_btf/workqueue_queue_work")
 int BPF_PROG(on_workqueue_queue_work, int req_cpu, struct pool_workqueue *pwq, struct work_struct *work)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_workqueue_queue_work_body(req_cpu, pwq, work);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_workqueue_queue_work_body(req_cpu, pwq, work));
 }
 
 static __always_inline int on_workqueue_execute_start_body(struct work_struct *work)
@@ -69,14 +62,7 @@ static __always_inline int on_workqueue_execute_start_body(struct work_struct *w
 SEC("tp_btf/workqueue_execute_start")
 int BPF_PROG(on_workqueue_execute_start, struct work_struct *work)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_workqueue_execute_start_body(work);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_workqueue_execute_start_body(work));
 }
 
 static __always_inline int on_workqueue_execute_end_body(struct work_struct *work, work_func_t function)
@@ -95,14 +81,7 @@ static __always_inline int on_workqueue_execute_end_body(struct work_struct *wor
 SEC("tp_btf/workqueue_execute_end")
 int BPF_PROG(on_workqueue_execute_end, struct work_struct *work, work_func_t function)
 {
-	unsigned long irq_flags;
-	int body_rc;
-
-	/* Interrupts off: a hard-IRQ program must not update this CPU's registers midway. */
-	bpf_local_irq_save(&irq_flags);
-	body_rc = on_workqueue_execute_end_body(work, function);
-	bpf_local_irq_restore(&irq_flags);
-	return body_rc;
+	return WITH_IRQS_OFF(on_workqueue_execute_end_body(work, function));
 }
 
 /* At a context switch: credit a kworker's item time so far and park the item's owner. */
