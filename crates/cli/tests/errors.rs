@@ -6,34 +6,11 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{build_workload, pkprof_bin, row_of};
+use common::{build_workload, pkprof_bin, row_of, run_with_timeout};
 use serde_json::Value;
-
-/// Runs a command to completion with stdin closed, killing it after `timeout`.
-fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: kill(2) on our child, still unreaped (its waiter has not returned).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("{cmd:?} did not finish within {timeout:?}");
-        }
-    }
-}
 
 /// Runs `pkprof top ARGS` expecting a refusal before anything is loaded, and returns the one
 /// stderr line. `must_name` are fragments the line must hold (the cause and the fix).

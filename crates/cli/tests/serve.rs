@@ -7,10 +7,10 @@ mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{build_workload, pkprof_bin};
+use common::{build_workload, pkprof_bin, run_with_timeout};
 use serde_json::Value;
 
 /// A child process stopped (SIGTERM, then SIGKILL after 3 s) and reaped when dropped, so a failing
@@ -429,28 +429,6 @@ fn udp_sends_text_frames() {
     assert!(frames
         .iter()
         .all(|f| f.matches("pkprof top - ").count() == 1));
-}
-
-/// Runs a command to completion, killing it after `timeout`.
-fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: kill(2) on our child, still unreaped (its waiter has not returned).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("{cmd:?} did not finish within {timeout:?}");
-        }
-    }
 }
 
 /// As the nobody user when we are root (so a check that only happened after loading BPF would

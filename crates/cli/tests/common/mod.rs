@@ -436,3 +436,26 @@ impl Drop for Trace {
         let _ = std::fs::remove_dir(&self.0);
     }
 }
+
+/// Runs a command to completion with stdin closed, killing it after `timeout`.
+pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> std::process::Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: kill(2) on our child, still unreaped (its waiter has not returned).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{cmd:?} did not finish within {timeout:?}");
+        }
+    }
+}
