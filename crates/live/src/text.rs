@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use pkprof_accounting::{CpuRow, Frame, SOFTIRQ_NAMES};
+use pkprof_accounting::{CpuRow, Frame, Row, SOFTIRQ_NAMES};
 
 /// Renders a frame; `max_rows` bounds the process rows (None: all).
 pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
@@ -21,41 +21,26 @@ pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
     s.push('\n');
     let id = if frame.per_thread { "TID" } else { "PID" };
     let _ = writeln!(s, "{}", buckets_line(frame));
-    let _ = writeln!(
-        s,
-        "{id:>8} {:<16} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>11}",
-        "COMMAND",
-        "CPU%",
-        "USER%",
-        "SYS%",
-        "OWN%",
-        "+NET%",
-        "+BLK%",
-        "+WQ%",
-        "=COST%",
-        "BILLED",
-        "COST TIME+"
-    );
-    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |p| format!("{p:.1}"));
-    for r in frame.rows.iter().take(max_rows.unwrap_or(usize::MAX)) {
-        let total_s = r.total.cost_ns() as f64 / 1e9;
-        let _ = writeln!(
+    let _ = write!(s, "{id:>8} {:<16}", COLUMNS[0]);
+    for (i, name) in COLUMNS[1..].iter().enumerate() {
+        let _ = write!(
             s,
-            "{:>8} {:<16} {:>6.1} {:>6} {:>6} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>6.1} {:>11}{}",
-            r.tid.unwrap_or(r.pid),
-            r.comm,
-            r.cpu_pct,
-            opt(r.user_pct),
-            opt(r.sys_pct),
-            r.own_pct,
-            r.net_pct,
-            r.block_pct,
-            r.workq_pct,
-            r.cost_pct,
-            r.billed_for_others_pct,
-            format_time(total_s),
-            if r.exited { " (exited)" } else { "" }
+            " {name:>w$}",
+            w = if i == COLUMNS.len() - 2 { 11 } else { 6 }
         );
+    }
+    s.push('\n');
+    for r in frame.rows.iter().take(max_rows.unwrap_or(usize::MAX)) {
+        let cells = row_cells(r);
+        let _ = write!(s, "{:>8} {:<16}", cells[0], cells[1]);
+        for (i, cell) in cells[2..].iter().enumerate() {
+            let _ = write!(
+                s,
+                " {cell:>w$}",
+                w = if i == cells.len() - 3 { 11 } else { 6 }
+            );
+        }
+        let _ = writeln!(s, "{}", if r.exited { " (exited)" } else { "" });
     }
     s
 }
@@ -86,6 +71,41 @@ pub fn buckets_line(frame: &Frame) -> String {
         ));
     }
     line
+}
+
+/// Column titles after the PID/TID column, shared by the text frame and the TUI.
+pub const COLUMNS: [&str; 11] = [
+    "COMMAND",
+    "CPU%",
+    "USER%",
+    "SYS%",
+    "OWN%",
+    "+NET%",
+    "+BLK%",
+    "+WQ%",
+    "=COST%",
+    "BILLED",
+    "COST TIME+",
+];
+
+/// A row's cells: id, then one per entry of `COLUMNS`. USER%/SYS% read `-` when not measured.
+pub fn row_cells(r: &Row) -> [String; 12] {
+    let pct = |p: f64| format!("{p:.1}");
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), pct);
+    [
+        r.tid.unwrap_or(r.pid).to_string(),
+        r.comm.clone(),
+        pct(r.cpu_pct),
+        opt(r.user_pct),
+        opt(r.sys_pct),
+        pct(r.own_pct),
+        pct(r.net_pct),
+        pct(r.block_pct),
+        pct(r.workq_pct),
+        pct(r.cost_pct),
+        pct(r.billed_for_others_pct),
+        format_time(r.total.cost_ns() as f64 / 1e9),
+    ]
 }
 
 /// `MM:SS.hh`, as top's TIME+.

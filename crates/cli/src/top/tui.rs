@@ -124,48 +124,17 @@ fn header_lines(frame: &Frame) -> Vec<Line<'static>> {
 }
 
 fn process_table(frame: &Frame) -> Table<'static> {
+    use pkprof_live::text;
     let id = if frame.per_thread { "TID" } else { "PID" };
-    let header = Row::new([
-        id,
-        "COMMAND",
-        "CPU%",
-        "USER%",
-        "SYS%",
-        "OWN%",
-        "+NET%",
-        "+BLK%",
-        "+WQ%",
-        "=COST%",
-        "BILLED",
-        "COST TIME+",
-    ])
-    .style(Style::new().add_modifier(Modifier::REVERSED));
-    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |p| format!("{p:.1}"));
-    let pct = |p: f64| format!("{p:.1}");
+    let header = Row::new(std::iter::once(id).chain(text::COLUMNS))
+        .style(Style::new().add_modifier(Modifier::REVERSED));
     let rows = frame.rows.iter().map(|r| {
-        let secs = r.total.cost_ns() as f64 / 1e9;
-        let row = Row::new([
-            r.tid.unwrap_or(r.pid).to_string(),
-            if r.exited {
-                format!("{} (exited)", r.comm)
-            } else {
-                r.comm.clone()
-            },
-            pct(r.cpu_pct),
-            opt(r.user_pct),
-            opt(r.sys_pct),
-            pct(r.own_pct),
-            pct(r.net_pct),
-            pct(r.block_pct),
-            pct(r.workq_pct),
-            pct(r.cost_pct),
-            pct(r.billed_for_others_pct),
-            format!("{}:{:05.2}", (secs / 60.0) as u64, secs % 60.0),
-        ]);
+        let mut cells = text::row_cells(r);
         if r.exited {
-            row.style(Style::new().add_modifier(Modifier::DIM))
+            cells[1].push_str(" (exited)");
+            Row::new(cells).style(Style::new().add_modifier(Modifier::DIM))
         } else {
-            row
+            Row::new(cells)
         }
     });
     let mut widths = vec![Constraint::Length(8), Constraint::Min(16)];
