@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, OpenObject, PrintLevel};
+use libbpf_rs::{Link, OpenObject, PrintLevel};
 
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
@@ -192,10 +192,6 @@ impl Collector {
         })
     }
 
-    pub fn options(&self) -> &CollectorOptions {
-        &self.options
-    }
-
     /// File descriptors and names of the loaded programs, for run-time statistics.
     pub(crate) fn prog_fds(&self) -> Vec<(String, i32)> {
         self.skel
@@ -209,9 +205,5 @@ impl Collector {
                 )
             })
             .collect()
-    }
-
-    pub(crate) fn thread_capacity(&self) -> u32 {
-        self.skel.maps.threads.max_entries()
     }
 }

@@ -437,11 +437,6 @@ impl Collector {
         }
         Ok(out)
     }
-
-    /// Capacity of the kernel thread table, for messages about `thread_map_full`.
-    pub fn max_threads(&self) -> u32 {
-        self.thread_capacity()
-    }
 }
 
 /// The syscall's name on this architecture.

@@ -138,7 +138,7 @@ struct pkprof_held {
 /* Value of `reqs` (block requests) and `works` (work items): who the work is for. */
 struct pkprof_owner {
 	__u32 tid; /* 0: no beneficiary (KERNEL) */
-	__u32 pid;
+	__u32 pad;
 	__u64 since_ns;
 };
 
