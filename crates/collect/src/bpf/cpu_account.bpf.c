@@ -168,8 +168,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	return 0;
 }
 
-SEC("tp_btf/irq_handler_entry")
-int BPF_PROG(on_irq_entry, int irq, struct irqaction *action)
+/* A hard interrupt starts / ends on this CPU (interrupts are off in these programs). */
+static __always_inline int hardirq_enter(void)
 {
 	struct pkprof_cpu *c = this_cpu();
 
@@ -180,8 +180,7 @@ int BPF_PROG(on_irq_entry, int irq, struct irqaction *action)
 	return 0;
 }
 
-SEC("tp_btf/irq_handler_exit")
-int BPF_PROG(on_irq_exit, int irq, struct irqaction *action, int ret)
+static __always_inline int hardirq_exit(void)
 {
 	struct pkprof_cpu *c = this_cpu();
 
@@ -190,6 +189,18 @@ int BPF_PROG(on_irq_exit, int irq, struct irqaction *action, int ret)
 	charge(c, bpf_ktime_get_ns());
 	pop_ctx(c, PKPROF_CTX_HARDIRQ);
 	return 0;
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(on_irq_entry, int irq, struct irqaction *action)
+{
+	return hardirq_enter();
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(on_irq_exit, int irq, struct irqaction *action, int ret)
+{
+	return hardirq_exit();
 }
 
 /* x86's local APIC timer interrupt (the tick, hrtimers) bypasses irq_handler_entry/exit: it has
@@ -197,25 +208,13 @@ int BPF_PROG(on_irq_exit, int irq, struct irqaction *action, int ret)
 SEC("tp_btf/local_timer_entry")
 int BPF_PROG(on_local_timer_entry, int vector)
 {
-	struct pkprof_cpu *c = this_cpu();
-
-	if (!c)
-		return 0;
-	charge(c, bpf_ktime_get_ns());
-	push_ctx(c, PKPROF_CTX_HARDIRQ, 0);
-	return 0;
+	return hardirq_enter();
 }
 
 SEC("tp_btf/local_timer_exit")
 int BPF_PROG(on_local_timer_exit, int vector)
 {
-	struct pkprof_cpu *c = this_cpu();
-
-	if (!c)
-		return 0;
-	charge(c, bpf_ktime_get_ns());
-	pop_ctx(c, PKPROF_CTX_HARDIRQ);
-	return 0;
+	return hardirq_exit();
 }
 
 static __always_inline int on_softirq_entry_body(unsigned int vec)
