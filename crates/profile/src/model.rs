@@ -1,0 +1,253 @@
+//! The profile's types: metadata, frames, stacks, labelled sample groups and exact counts.
+//!
+//! Frames are shared by every process that runs the same code; the `PIDu:` / `PIDk:` labels of the
+//! design notes are applied by reports from the sample's served `pid`, not stored in the frame.
+
+/// Index into [`Profile::frames`].
+pub type FrameId = u32;
+/// Index into [`Profile::stacks`].
+pub type StackId = u32;
+
+/// A whole recording.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Profile {
+    pub meta: Meta,
+    pub frames: Vec<Frame>,
+    pub stacks: Vec<Stack>,
+    /// Samples aggregated by (stack, labels); each group counts samples of one `period_ns`.
+    pub samples: Vec<SampleGroup>,
+    /// Every process seen, with its exact CPU time over the recording (from the accounting).
+    pub processes: Vec<ProcessInfo>,
+    /// Exact per-process syscall counts and times (`record --syscalls`).
+    pub syscalls: Vec<SyscallStat>,
+    /// Exact call counts of user functions (`record --count FUNC@BINARY`).
+    pub func_counts: Vec<FuncCount>,
+}
+
+/// Self-description of a recording.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Meta {
+    /// Version of pkprof that wrote the profile.
+    pub pkprof_version: String,
+    /// `uname -r` of the recorded machine.
+    pub kernel: String,
+    pub hostname: String,
+    /// Online CPUs sampled.
+    pub cpus: u32,
+    /// Wall clock (Unix epoch, ns) at start and end of sampling.
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    /// Sampling frequency per CPU and the resulting period each sample stands for.
+    pub frequency_hz: u64,
+    pub period_ns: u64,
+    pub targets: Targets,
+    pub lost: Lost,
+    pub overhead: Overhead,
+    /// Exact CPU time over the recording, by bucket (from the accounting, not from samples).
+    pub cpu_time: CpuTime,
+    /// Problems that did not stop the recording (unreadable binary, PID gone before capture...).
+    pub warnings: Vec<String>,
+}
+
+/// What was profiled. Work served to a target is labelled [`Bucket::Process`]; to anybody else
+/// [`Bucket::Other`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Targets {
+    pub kind: TargetKind,
+    /// `Command`: argv of the command run; other kinds: empty.
+    pub command: Vec<String>,
+    /// `Pids`: the PIDs given; `Command`: the command's PID (children followed).
+    pub pids: Vec<u32>,
+    /// `Cgroup`: the cgroup path given.
+    pub cgroup: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TargetKind {
+    #[default]
+    System,
+    Command,
+    Pids,
+    Cgroup,
+}
+
+/// Events and samples that could not be recorded or labelled; all counts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lost {
+    /// Samples dropped because the ring buffer was full.
+    pub ring_buffer_full: u64,
+    /// Samples whose kernel / user stack could not be read (recorded without that part).
+    pub kernel_stack_errors: u64,
+    pub user_stack_errors: u64,
+    /// Samples held for a served-event tag that nobody consumed in time (labelled KERNEL).
+    pub held_expired: u64,
+    /// Samples of processes whose memory maps could not be captured (user frames unsymbolized).
+    pub maps_missing: u64,
+    /// Missed kernel events that affect labels (BPF program recursion misses).
+    pub bpf_missed_events: u64,
+}
+
+/// What the recording itself cost.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overhead {
+    /// pkprof's own CPU time (user + system) while recording, and while symbolizing.
+    pub pkprof_cpu_ns: u64,
+    pub symbolize_ns: u64,
+    /// Run time and run count of pkprof's BPF programs (kernel stats).
+    pub bpf_run_ns: u64,
+    pub bpf_run_count: u64,
+}
+
+/// Exact CPU time of the recording (every CPU, the whole duration), split into buckets.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CpuTime {
+    /// Duration x CPUs.
+    pub total_ns: u64,
+    pub idle_ns: u64,
+    /// Served the targets (own time and attributed kernel work).
+    pub processes_ns: u64,
+    pub other_ns: u64,
+    pub kernel_ns: u64,
+}
+
+/// One symbolized frame (a function, or an address nobody could name).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub kind: FrameKind,
+    /// Demangled function name, or `module+0xOFFSET` when unknown (never empty).
+    pub name: String,
+    /// Binary or shared object path for user frames, `[kernel]` or the module name for kernel
+    /// frames, `[syscall]` for syscall-boundary frames.
+    pub module: String,
+    /// File offset in `module` (user) or address (kernel) of the sampled instruction.
+    pub offset: u64,
+    /// False when `name` is the `module+0xOFFSET` fallback.
+    pub symbolized: bool,
+    /// Source position (`record --lines`).
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// This frame is a function inlined into its caller (the frame before it in the stack).
+    pub inlined: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    #[default]
+    User,
+    Kernel,
+    /// The syscall boundary: joins the user frame that made a syscall to the kernel frames that ran
+    /// it; named `sys_<name>` (e.g. `sys_read`).
+    Syscall,
+}
+
+/// A call stack, root (outermost caller) first: user frames, then the syscall boundary, then kernel
+/// frames down to the sampled one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Stack {
+    pub frames: Vec<FrameId>,
+}
+
+/// Samples with the same stack and labels.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SampleGroup {
+    pub stack: StackId,
+    /// Served process and thread (0 for the KERNEL and IDLE buckets).
+    pub pid: u32,
+    pub tid: u32,
+    /// Command name of the served thread.
+    pub comm: String,
+    /// The process that was current on the CPU (differs from `pid` for interrupt work done for
+    /// someone else).
+    pub current_pid: u32,
+    pub bucket: Bucket,
+    pub context: Context,
+    /// cgroup v2 id of the served thread (0 if unknown).
+    pub cgroup_id: u64,
+    pub count: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Bucket {
+    /// Served a profiled process.
+    #[default]
+    Process,
+    /// Served a process that is not profiled.
+    Other,
+    /// System work with no beneficiary (timers, RCU, scheduler, expired tags).
+    Kernel,
+    /// The CPU was idle.
+    Idle,
+}
+
+/// Where the CPU was when sampled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Context {
+    /// User mode.
+    #[default]
+    User,
+    /// Kernel mode inside a syscall of the current task.
+    Syscall,
+    /// Kernel mode in task context outside a syscall (page fault, kernel thread).
+    KernelTask,
+    /// A kworker running a work item queued by the served thread.
+    Kworker,
+    HardIrq,
+    /// Softirq, with its vector (3 = NET_RX, 4 = BLOCK...).
+    SoftIrq(u8),
+    Idle,
+}
+
+/// A process seen during the recording, with its exact CPU time over it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    /// Executable path (`/proc/PID/exe` when captured).
+    pub exe: String,
+    pub target: bool,
+    pub exited: bool,
+    /// Own time, split by mode when known.
+    pub task_ns: u64,
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    /// Interrupt work Linux billed to it while it was current.
+    pub hardirq_ns: u64,
+    pub softirq_ns: u64,
+    /// Kernel work done for it by others (NET, BLOCK, WORKQ).
+    pub served_ns: u64,
+}
+
+/// Exact count and time of one syscall in one process.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SyscallStat {
+    pub pid: u32,
+    pub nr: u32,
+    /// Syscall name without prefix (`read`).
+    pub name: String,
+    pub count: u64,
+    /// Wall time from entry to exit, blocked time included.
+    pub total_ns: u64,
+    pub errors: u64,
+}
+
+/// Exact call count of one user function in one process (uprobe).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FuncCount {
+    pub pid: u32,
+    pub binary: String,
+    pub function: String,
+    pub count: u64,
+}
+
+impl Profile {
+    /// Total samples in the profile.
+    pub fn total_samples(&self) -> u64 {
+        self.samples.iter().map(|s| s.count).sum()
+    }
+
+    /// The frames of a stack, root first.
+    pub fn stack_frames(&self, id: StackId) -> impl Iterator<Item = &Frame> {
+        self.stacks[id as usize].frames.iter().map(|f| &self.frames[*f as usize])
+    }
+}

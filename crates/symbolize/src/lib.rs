@@ -1,0 +1,1 @@
+//! Symbolization (being written).
