@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::record::{self, RecordOptions, Target};
 use crate::top::TopOptions;
 
 #[derive(Parser)]
@@ -27,6 +28,116 @@ pub enum Command {
     /// Live, exact per-process CPU: own time, and interrupt work Linux billed to it.
     #[command(after_help = TOP_EXAMPLES)]
     Top(TopArgs),
+    /// Sample user and kernel stacks, each labelled with the process it served, into a profile.
+    #[command(after_help = RECORD_EXAMPLES)]
+    Record(RecordArgs),
+}
+
+const RECORD_EXAMPLES: &str = "Examples:
+  pkprof record -- make -j2              run a command (and its children), stop when it exits
+  pkprof record -p 1234,1240 --duration 30   attach to processes for 30 s (Ctrl-C stops early)
+  pkprof record --cgroup system.slice/nginx.service --duration 10
+  pkprof record -a --duration 10 -F 999  the whole system, 999 samples/s per CPU
+  pkprof record --syscalls --count compress@./app -- ./app   exact syscall and call counts too
+Work done for the targets in interrupts (network receive, block I/O completion) and by kworkers is
+labelled with the target; work for other processes is OTHER, system work KERNEL.";
+
+#[derive(Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    target: RecordTargetArgs,
+    /// Stop after this many seconds (default: when the command exits, or at Ctrl-C).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<f64>,
+    /// Samples per second on each CPU.
+    #[arg(short = 'F', long = "freq", default_value_t = record::DEFAULT_FREQUENCY_HZ, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    freq: u64,
+    /// Where to write the profile.
+    #[arg(short = 'o', long, default_value = record::DEFAULT_OUTPUT)]
+    output: PathBuf,
+    /// Also count every syscall exactly per process (fills the `calls` column for PIDk:sys_*).
+    #[arg(long)]
+    syscalls: bool,
+    /// Count calls of a user function exactly with a uprobe: FUNC@BINARY (repeatable).
+    #[arg(long = "count", value_name = "FUNC@BINARY", value_parser = record::parse_probe)]
+    counts: Vec<pkprof_collect::FuncProbe>,
+    /// Symbolize with DWARF source lines and inlined frames (slower).
+    #[arg(long)]
+    lines: bool,
+    /// Do not have the kernel time pkprof's BPF programs (their run time is then not in the profile).
+    #[arg(long)]
+    no_bpf_stats: bool,
+    /// Ring buffer for samples, MiB (rounded up to a power of two).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    ring_mib: u32,
+    /// Seconds receive work may wait on a socket for its reader before it counts as KERNEL.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]
+    tag_expire: f64,
+    /// Capacity of the kernel's thread table.
+    #[arg(long, default_value_t = 32768)]
+    max_threads: u32,
+    /// Capacity of each attribution tag table.
+    #[arg(long, default_value_t = 16384)]
+    max_tags: u32,
+    /// Entries in the summary printed at the end.
+    #[arg(long, default_value_t = 15)]
+    summary_rows: usize,
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+#[command(next_help_heading = "Targets (one of)")]
+struct RecordTargetArgs {
+    /// Processes to profile (comma-separated or repeated).
+    #[arg(short = 'p', long = "pid", value_delimiter = ',')]
+    pids: Vec<u32>,
+    /// Every process in this cgroup v2 directory and below (absolute or relative to the cgroup2 mount).
+    #[arg(long)]
+    cgroup: Option<PathBuf>,
+    /// The whole system.
+    #[arg(short = 'a', long = "all-cpus")]
+    all: bool,
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn parse_duration(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(d) if d > 0.0 && d <= 86400.0 * 365.0 => Ok(d),
+        Ok(_) => Err("must be a positive number of seconds".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl RecordArgs {
+    pub fn into_options(self) -> RecordOptions {
+        let t = self.target;
+        let target = if !t.command.is_empty() {
+            Target::Command(t.command)
+        } else if !t.pids.is_empty() {
+            Target::Pids(t.pids)
+        } else if let Some(cg) = t.cgroup {
+            Target::Cgroup(cg)
+        } else {
+            Target::System
+        };
+        RecordOptions {
+            target,
+            duration: self.duration.map(record::duration_from_secs),
+            frequency_hz: self.freq,
+            output: self.output,
+            syscalls: self.syscalls,
+            probes: self.counts,
+            lines: self.lines,
+            bpf_stats: !self.no_bpf_stats,
+            max_threads: self.max_threads,
+            max_tags: self.max_tags,
+            tag_expire: std::time::Duration::from_secs_f64(self.tag_expire),
+            ring_mib: self.ring_mib,
+            summary_rows: self.summary_rows,
+        }
+    }
 }
 
 const TOP_EXAMPLES: &str = "Examples:

@@ -2,6 +2,7 @@
 //! turns any error into one line on stderr with a non-zero exit code.
 
 mod cli;
+mod record;
 mod self_usage;
 mod signals;
 mod top;
@@ -16,6 +17,7 @@ fn main() {
     init_logging(args.verbose);
     let result = match args.command {
         cli::Command::Top(top) => top::run(top.into_options()),
+        cli::Command::Record(rec) => record::run(rec.into_options()),
     };
     if let Err(e) = result {
         // One line: the context chain joined (messages of other crates may span lines), never a

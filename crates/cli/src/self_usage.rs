@@ -8,7 +8,7 @@ pub struct SelfMeter {
     last_mono_ns: u64,
 }
 
-fn own_cpu_ns() -> u64 {
+pub fn own_cpu_ns() -> u64 {
     // SAFETY: rusage is plain data; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a writable rusage.

@@ -14,6 +14,8 @@ pub enum CollectError {
     Load { prog: String, reason: String },
     #[error("could not attach BPF program {prog} to its tracepoint: {reason}")]
     Attach { prog: String, reason: String },
+    #[error("cannot count calls of {spec}: {reason}")]
+    Probe { spec: String, reason: String },
     #[error("reading BPF map {map}: {reason}")]
     Read { map: &'static str, reason: String },
 }

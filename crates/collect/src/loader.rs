@@ -13,6 +13,7 @@ use libbpf_rs::{Link, OpenObject, PrintLevel};
 
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
+use crate::record::{perf, uprobes, RecordConfig};
 use crate::skel::{CpuAccountSkel, CpuAccountSkelBuilder};
 use crate::tracefs::Tracefs;
 
@@ -29,6 +30,8 @@ pub struct CollectorOptions {
     pub max_tags: u32,
     /// Receive time held on a socket that nobody reads for this long goes to KERNEL.
     pub tag_expire_ns: u64,
+    /// pkprof record: stack sampling, the target set and uprobes.
+    pub record: Option<RecordConfig>,
 }
 
 impl Default for CollectorOptions {
@@ -39,6 +42,7 @@ impl Default for CollectorOptions {
             bpf_stats: false,
             max_tags: 16384,
             tag_expire_ns: 1_000_000_000,
+            record: None,
         }
     }
 }
@@ -56,6 +60,33 @@ pub struct Collector {
     pub(crate) cpus: usize,
     /// Socket time expired by the user-space sweep, cumulative (ns, count).
     pub(crate) swept_expired: (u64, u64),
+}
+
+/// Programs attached by `attach_record` rather than to tracepoints.
+const RECORD_PROGS: &[&str] = &["on_sample", "on_func_entry"];
+
+/// Attaches the sampling program to a cpu-clock event on every online CPU, and the uprobes.
+fn attach_record(
+    skel: &CpuAccountSkel<'static>,
+    rec: &RecordConfig,
+    links: &mut Vec<Link>,
+) -> Result<(), CollectError> {
+    for prog in skel.object().progs_mut() {
+        match prog.name().to_string_lossy().as_ref() {
+            "on_sample" => {
+                for cpu in perf::online_cpus()? {
+                    links.push(perf::attach_cpu_clock(&prog, cpu, rec.frequency_hz)?);
+                }
+            }
+            "on_func_entry" => {
+                for (i, probe) in rec.probes.iter().enumerate() {
+                    links.push(uprobes::attach(&prog, i, probe)?);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The program libbpf last reported as failing to load, to name it in the error.
@@ -118,7 +149,25 @@ impl Collector {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.split_modes = options.syscalls;
             ro.tag_expire_ns = options.tag_expire_ns;
+            if let Some(rec) = &options.record {
+                ro.record_mode = true;
+                ro.follow_children = rec.follow_children;
+                ro.timer_on_stack = local_timer;
+            }
         }
+        if let Some(rec) = &options.record {
+            open.maps
+                .events
+                .set_max_entries(rec.ring_bytes)
+                .map_err(|e| load_err(e.to_string()))?;
+        }
+        let recording = options.record.is_some();
+        let counting = options
+            .record
+            .as_ref()
+            .is_some_and(|r| !r.probes.is_empty());
+        open.progs.on_sample.set_autoload(recording);
+        open.progs.on_func_entry.set_autoload(counting);
         for map in [
             &mut open.maps.socks,
             &mut open.maps.reqs,
@@ -169,7 +218,8 @@ impl Collector {
 
         let mut links = Vec::new();
         for prog in skel.object().progs_mut() {
-            if !prog.autoload() {
+            // Sampling and uprobe programs attach to events opened below, not to tracepoints.
+            if !prog.autoload() || RECORD_PROGS.contains(&prog.name().to_string_lossy().as_ref()) {
                 continue;
             }
             let name = prog.name().to_string_lossy().into_owned();
@@ -178,6 +228,9 @@ impl Collector {
                 reason: e.to_string(),
             })?;
             links.push(link);
+        }
+        if let Some(rec) = &options.record {
+            attach_record(&skel, rec, &mut links)?;
         }
         let cpus = libbpf_rs::num_possible_cpus().map_err(|e| load_err(e.to_string()))?;
         Ok(Collector {

@@ -19,3 +19,9 @@ unsafe impl plain::Plain for types::pkprof_sock {}
 unsafe impl plain::Plain for types::pkprof_held {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_owner {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_sample {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_link {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_func_key {}

@@ -27,7 +27,13 @@ struct GroupKey {
 
 impl ProfileBuilder {
     pub fn new(meta: Meta) -> Self {
-        ProfileBuilder { profile: Profile { meta, ..Profile::default() }, ..Self::default() }
+        ProfileBuilder {
+            profile: Profile {
+                meta,
+                ..Profile::default()
+            },
+            ..Self::default()
+        }
     }
 
     pub fn meta_mut(&mut self) -> &mut Meta {
@@ -44,13 +50,20 @@ impl ProfileBuilder {
         id
     }
 
+    /// A frame interned earlier.
+    pub fn frame_at(&self, id: FrameId) -> &Frame {
+        &self.profile.frames[id as usize]
+    }
+
     /// Interns a stack given root first.
     pub fn stack(&mut self, frames: Vec<FrameId>) -> StackId {
         if let Some(id) = self.stack_ids.get(&frames) {
             return *id;
         }
         let id = self.profile.stacks.len() as StackId;
-        self.profile.stacks.push(Stack { frames: frames.clone() });
+        self.profile.stacks.push(Stack {
+            frames: frames.clone(),
+        });
         self.stack_ids.insert(frames, id);
         id
     }

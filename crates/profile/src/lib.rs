@@ -3,9 +3,15 @@
 //! Data flows one way: collection produces labelled samples, symbolization turns their addresses
 //! into [`Frame`]s, a [`ProfileBuilder`] interns frames and stacks and aggregates samples into a
 //! [`Profile`], and reports read the profile. Nothing here needs root or a kernel.
+//!
+//! [`format`] saves and loads profiles as files (docs/profile-format.md); [`synthetic`] makes
+//! profiles of any size for tests and benchmarks.
 
 pub mod builder;
+pub mod format;
 pub mod model;
+pub mod synthetic;
 
 pub use builder::ProfileBuilder;
+pub use format::{load, read_profile, save, write_profile, FormatError};
 pub use model::*;

@@ -248,6 +248,9 @@ impl Profile {
 
     /// The frames of a stack, root first.
     pub fn stack_frames(&self, id: StackId) -> impl Iterator<Item = &Frame> {
-        self.stacks[id as usize].frames.iter().map(|f| &self.frames[*f as usize])
+        self.stacks[id as usize]
+            .frames
+            .iter()
+            .map(|f| &self.frames[*f as usize])
     }
 }

@@ -1,1 +1,208 @@
-//! Symbolization (being written).
+//! Symbolization for pkprof: capture each sampled process's executable mappings while it lives
+//! (keeping the mapped files open), then, at the end of the recording, turn user and kernel
+//! addresses into [`Frame`]s with blazesym, even for processes that exited or binaries that were
+//! deleted meanwhile.
+//!
+//! ```no_run
+//! use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
+//! let mut sym = Symbolizer::new(SymbolizerOptions { lines: false });
+//! // While recording, for every sample:
+//! let (pid, ip) = (1234, 0x5555_5555_1234);
+//! if sym.capture_process(pid).is_ok() {
+//!     sym.ensure_mapped(pid, ip);
+//! }
+//! // At the end, once per pid with all its unique addresses:
+//! let frames = sym.symbolize_user(pid, &[ip]);
+//! ```
+//!
+//! Modules: `maps` parses `/proc/PID/maps`; `process` captures a process; `files` keeps mapped
+//! files open, deduplicated by inode and build-id; `perf_map` parses JIT maps; `user` and `kernel`
+//! symbolize; `frames` builds the frames.
+
+mod error;
+mod files;
+mod frames;
+mod kernel;
+mod maps;
+pub mod perf_map;
+mod process;
+mod user;
+
+use std::collections::{HashMap, HashSet};
+
+use pkprof_profile::Frame;
+
+pub use error::SymbolizeError;
+use files::FileCache;
+use kernel::KernelFrames;
+use process::Process;
+use user::UserFrames;
+
+/// What to resolve beyond function names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SymbolizerOptions {
+    /// Source file and line from DWARF, and frames for inlined functions.
+    pub lines: bool,
+}
+
+/// Captures processes while they run and symbolizes their addresses later.
+///
+/// Not `Send` (blazesym's symbolizer is not): create and use it on one thread.
+pub struct Symbolizer {
+    blaze: blazesym::symbolize::Symbolizer,
+    files: FileCache,
+    processes: HashMap<u32, Process>,
+    /// Processes whose capture failed, with the error to return again.
+    failed: HashMap<u32, SymbolizeError>,
+    user: UserFrames,
+    kernel: KernelFrames,
+    warnings: Warnings,
+}
+
+impl Symbolizer {
+    /// Also raises the soft limit of open files to the hard limit: every binary mapped by a
+    /// sampled process stays open until the symbolizer is dropped.
+    pub fn new(opts: SymbolizerOptions) -> Self {
+        raise_fd_limit();
+        let blaze = blazesym::symbolize::Symbolizer::builder()
+            // Our files never change under us (they are open descriptors): no stat per request.
+            .enable_auto_reload(false)
+            .enable_code_info(opts.lines)
+            .enable_inlined_fns(opts.lines)
+            .enable_demangling(true)
+            .build();
+        Symbolizer {
+            blaze,
+            files: FileCache::default(),
+            processes: HashMap::new(),
+            failed: HashMap::new(),
+            user: UserFrames::default(),
+            kernel: KernelFrames::default(),
+            warnings: Warnings::default(),
+        }
+    }
+
+    /// Snapshot `pid`'s executable mappings and keep the mapped files open (through
+    /// `/proc/PID/map_files`, which reaches deleted binaries too; needs root), so that it can be
+    /// symbolized after it exits. Also remembers its exe, comm and JIT perf map. Cheap when `pid`
+    /// was captured already (or failed already: the same error is returned).
+    pub fn capture_process(&mut self, pid: u32) -> Result<(), SymbolizeError> {
+        if self.processes.contains_key(&pid) {
+            return Ok(());
+        }
+        if let Some(err) = self.failed.get(&pid) {
+            return Err(err.clone());
+        }
+        match Process::capture(pid, &mut self.files, &mut self.warnings) {
+            Ok(p) => {
+                self.processes.insert(pid, p);
+                Ok(())
+            }
+            Err(err) => {
+                self.failed.insert(pid, err.clone());
+                Err(err)
+            }
+        }
+    }
+
+    /// Register a process from a maps snapshot taken elsewhere (the text of a `/proc/PID/maps`),
+    /// for replays and tests: files are opened by the paths written there and nothing is read
+    /// from `/proc/PID`. Replaces what was captured for `pid`.
+    pub fn capture_from_maps(&mut self, pid: u32, maps: &str) {
+        let p = Process::from_maps_text(pid, maps, &mut self.files, &mut self.warnings);
+        self.failed.remove(&pid);
+        self.processes.insert(pid, p);
+    }
+
+    /// Make sure `addr` can be placed: if it lies outside every captured mapping of `pid` and
+    /// `pid` still lives, re-capture (code mapped later: dlopen, JIT). Cheap when the address is
+    /// mapped; re-captures are rate-limited per process.
+    pub fn ensure_mapped(&mut self, pid: u32, addr: u64) {
+        match self.processes.get_mut(&pid) {
+            Some(p) => p.ensure_mapped(pid, addr, &mut self.files, &mut self.warnings),
+            None => {
+                if !self.failed.contains_key(&pid) {
+                    // The error is kept in `failed` and returned by `capture_process`.
+                    let _ = self.capture_process(pid);
+                }
+            }
+        }
+    }
+
+    /// Symbolize user addresses of `pid` (already adjusted by the caller: return address - 1 for
+    /// non-leaf frames). Returns, for each address, one or more frames, outermost first (with
+    /// `lines`, functions inlined at that address follow the function they are inlined into,
+    /// marked `inlined`). Never drops an address: unknown ones become `module+0xOFFSET` (file
+    /// offset), `[anon]+0xADDR` for anonymous memory, `[unknown]+0xADDR` outside every mapping.
+    ///
+    /// Best called once per pid with all its unique addresses; results are cached by (file,
+    /// offset), so repeated calls only pay for new addresses.
+    pub fn symbolize_user(&mut self, pid: u32, addrs: &[u64]) -> Vec<Vec<Frame>> {
+        let process = self.processes.get_mut(&pid);
+        self.user.symbolize(
+            &self.blaze,
+            &mut self.files,
+            pid,
+            process,
+            addrs,
+            &mut self.warnings,
+        )
+    }
+
+    /// Symbolize kernel addresses through kallsyms (needs root). `module` is `[kernel]` or the
+    /// kernel module's name (`[ext4]`, `[bpf]` for BPF programs); unknown addresses become
+    /// `[kernel]+0xADDR`. Frame offsets are the addresses.
+    pub fn symbolize_kernel(&mut self, addrs: &[u64]) -> Vec<Vec<Frame>> {
+        self.kernel
+            .symbolize(&self.blaze, addrs, &mut self.warnings)
+    }
+
+    /// Problems met so far, one line each, each once, in the order met.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.list.clone()
+    }
+
+    /// Executable path of a captured process (`/proc/PID/exe`, without ` (deleted)`).
+    pub fn exe(&self, pid: u32) -> Option<String> {
+        self.processes.get(&pid)?.exe.clone()
+    }
+
+    /// Command name of a captured process (`/proc/PID/comm`).
+    pub fn comm(&self, pid: u32) -> Option<String> {
+        self.processes.get(&pid)?.comm.clone()
+    }
+
+    /// Number of distinct files held open (shared libraries count once).
+    pub fn open_files(&self) -> usize {
+        self.files.len()
+    }
+}
+
+/// Warnings, each kept once.
+#[derive(Debug, Default)]
+pub(crate) struct Warnings {
+    list: Vec<String>,
+    seen: HashSet<String>,
+}
+
+impl Warnings {
+    pub fn push(&mut self, msg: String) {
+        if self.seen.insert(msg.clone()) {
+            self.list.push(msg);
+        }
+    }
+}
+
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the rlimit we own; setrlimit only reads it.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}

@@ -39,6 +39,7 @@ impl TopOptions {
             max_tags: self.max_tags,
             tag_expire_ns: self.tag_expire.as_nanos() as u64,
             bpf_stats: self.bpf_stats,
+            record: None,
         }
     }
 

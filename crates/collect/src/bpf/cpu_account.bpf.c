@@ -19,10 +19,13 @@
 #include "pkprof.h"
 
 #include "core.bpf.h"
+#include "record/links.bpf.h"
 #include "chains/tags.bpf.h"
 #include "chains/net_rx.bpf.h"
 #include "chains/block_io.bpf.h"
 #include "chains/workqueue.bpf.h"
+#include "record/sample.bpf.h"
+#include "record/count.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -262,6 +265,13 @@ static __always_inline int on_process_fork_body(struct task_struct *parent, stru
 	if (!c)
 		return 0;
 	thread_entry(c, child, bpf_ktime_get_ns());
+	if (follow_children && child->tgid != parent->tgid) {
+		__u32 ppid = parent->tgid, pid = child->tgid;
+		__u8 one = 1;
+
+		if (bpf_map_lookup_elem(&targets, &ppid))
+			bpf_map_update_elem(&targets, &pid, &one, BPF_ANY);
+	}
 	return 0;
 }
 

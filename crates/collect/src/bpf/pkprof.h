@@ -119,6 +119,8 @@ struct pkprof_lost {
 	__u64 ctx_reset;        /* a context switch found interrupt contexts still open */
 	__u64 missed_switch;    /* a switch-out the kernel never reported (see missed_ns) */
 	__u64 tag_map_full;     /* a socket / request / work item did not fit in its tag map */
+	__u64 sample_ring_full; /* a stack sample found the ring buffer full (record) */
+	__u64 link_ring_full;   /* a held sample's link event found the ring buffer full (record) */
 };
 
 /* Value of `socks`, keyed by struct sock address: NET_RX time waiting for the socket's reader. */
@@ -127,12 +129,15 @@ struct pkprof_sock {
 	__u64 first_ns; /* when pending_ns became non-zero (for expiry) */
 	__u64 last_ns;  /* last credit or consumption */
 	__u64 skbs;     /* skbs whose processing is in pending_ns */
+	__u32 sampled;  /* record: stack samples are held on this socket (see pkprof_link) */
+	__u32 pad;
 };
 
 /* Value of `skb_held`: receive work done on one CPU for an skb that continues on another. */
 struct pkprof_held {
 	__u64 ns;
 	__u64 since_ns;
+	__u64 sampled; /* record: stack samples are held on this skb (see pkprof_link) */
 };
 
 /* Value of `reqs` (block requests) and `works` (work items): who the work is for. */
@@ -171,8 +176,10 @@ struct pkprof_cpu {
 	__u64 tag_key;
 	__u64 tag_ns;    /* interrupt time accumulated for the open tag */
 	__u32 tag_has_skb;
-	__u32 pad1;
+	__u32 tag_sampled; /* record: stack samples are held on the open tag's segment */
+	__u64 tag_seq;     /* segment number of the open tag (record's hold key, with the CPU) */
 	__u64 rx_last_skb; /* last skb this CPU handed to another CPU's backlog (netif_rx) */
+	__u64 rx_held_skb; /* the skb the last hand-over's time was held on */
 	__u64 last_sk;     /* last socket an skb was linked to on this CPU */
 	/* Work item being run by the current kworker, and its beneficiary. */
 	__u32 wq_tid;    /* beneficiary thread, 0 = none */
@@ -193,6 +200,99 @@ struct pkprof_cpu {
 	/* cur_tid's se.sum_exec_runtime when it was switched in (+1; 0 = unknown). */
 	__u64 sum_at_in;
 	struct pkprof_lost lost;
+};
+
+/* ---- pkprof record: stack samples and the events that label held ones ---- */
+
+#define PKPROF_MAX_STACK 127
+
+/* Ring buffer record kinds (first field of every record). */
+enum pkprof_event_kind {
+	PKPROF_EV_SAMPLE = 1,
+	PKPROF_EV_LINK = 2,
+};
+
+/* Where the sampled CPU was (the interrupted context, not the sampling timer's interrupt). */
+enum pkprof_sample_ctx {
+	PKPROF_SCTX_USER = 0,
+	PKPROF_SCTX_KERNEL = 1,  /* kernel mode in task context (syscall or exception) */
+	PKPROF_SCTX_KWORKER = 2, /* a kworker running an item queued by the served thread */
+	PKPROF_SCTX_HARDIRQ = 3,
+	PKPROF_SCTX_SOFTIRQ = 4,
+	PKPROF_SCTX_IDLE = 5,
+};
+
+#define PKPROF_SAMPLE_KTHREAD 1 /* the served thread is a kernel thread */
+#define PKPROF_SAMPLE_TARGET 2  /* the served process is in `targets` (record -- CMD / -p) */
+
+/*
+ * Hold keys: a sample whose beneficiary is not known yet (interrupt work under a served-event
+ * tag) names what it waits on, as (kind, value); pkprof_link records move it on until it reaches
+ * a thread or expires.
+ */
+enum pkprof_hold {
+	PKPROF_HOLD_NONE = 0,
+	PKPROF_HOLD_SEGMENT = 1, /* (cpu << 48 | seq): one tag segment on one CPU */
+	PKPROF_HOLD_SOCK = 2,    /* a struct sock address */
+	PKPROF_HOLD_SKB = 3,     /* an skb handed to another CPU (RPS) */
+};
+
+/* A held sample's next step. */
+enum pkprof_link_to {
+	PKPROF_LINK_THREAD = 1,  /* attributed: to pid/tid */
+	PKPROF_LINK_HOLD = 2,    /* passed on to another hold key (`to`) */
+	PKPROF_LINK_KERNEL = 3,  /* nobody: KERNEL */
+	PKPROF_LINK_EXPIRED = 4, /* nobody consumed it in time: KERNEL, counted as expired */
+};
+
+/* One stack sample (cpu-clock), labelled with the thread it served. */
+struct pkprof_sample {
+	__u32 kind; /* PKPROF_EV_SAMPLE */
+	__u32 cpu;
+	__u64 time_ns;  /* ktime */
+	__u32 cur_pid;  /* current task (the victim in interrupt context) */
+	__u32 cur_tid;
+	__u32 pid;      /* served thread: known now (0 with hold != 0, or for no one) */
+	__u32 tid;
+	__u64 cgroup_id; /* of the served thread */
+	__u64 hold;     /* with hold_kind != NONE: the served thread comes later (pkprof_link) */
+	__u32 hold_kind; /* enum pkprof_hold */
+	__u32 ctx;      /* enum pkprof_sample_ctx */
+	__u32 vec;      /* softirq vector */
+	__u32 pad;
+	__s64 orig_ax;  /* task context, kernel mode: the task's saved orig_ax (syscall nr if >= 0) */
+	__u32 flags;    /* PKPROF_SAMPLE_* */
+	__s32 kstack_len; /* bytes of kstack filled, or a negative errno */
+	__s32 ustack_len; /* bytes of ustack filled, or a negative errno (0: not taken) */
+	/* Reserved for unwinding without frame pointers: bytes of raw user stack that would follow
+	 * the record (always 0 in this version; readers must skip that many bytes). */
+	__u32 ustack_bytes_len;
+	char comm[PKPROF_COMM_LEN]; /* served thread's command when known, else the current one */
+	__u64 kstack[PKPROF_MAX_STACK]; /* leaf first */
+	__u64 ustack[PKPROF_MAX_STACK]; /* leaf first */
+};
+
+/* The fate of held samples: `from` (a hold key) goes to a thread, another key, or KERNEL. */
+struct pkprof_link {
+	__u32 kind; /* PKPROF_EV_LINK */
+	__u32 to_kind; /* enum pkprof_link_to */
+	__u64 time_ns;
+	__u32 from_kind; /* enum pkprof_hold */
+	__u32 to_hold_kind; /* PKPROF_LINK_HOLD: enum pkprof_hold of `to` */
+	__u64 from;
+	__u64 to;   /* PKPROF_LINK_HOLD: the next hold key */
+	__u32 pid;  /* PKPROF_LINK_THREAD */
+	__u32 tid;
+	__u64 cgroup_id;
+	__u32 flags; /* PKPROF_SAMPLE_* of the thread */
+	__u32 pad;
+	char comm[PKPROF_COMM_LEN];
+};
+
+/* Key of `func_counts` (record --count FUNC@BINARY): probe index (attach cookie) and process. */
+struct pkprof_func_key {
+	__u32 pid;
+	__u32 probe;
 };
 
 #endif /* PKPROF_H */

@@ -45,11 +45,14 @@ static __always_inline bool net_hold_for_skb(struct pkprof_cpu *c, __u64 ns)
 	if (!skb || !ns)
 		return false;
 	c->rx_last_skb = 0;
+	c->rx_held_skb = skb;
 	h = bpf_map_lookup_elem(&skb_held, &skb);
 	if (h) {
 		__sync_fetch_and_add(&h->ns, ns);
+		if (c->tag_sampled)
+			h->sampled = 1;
 	} else {
-		struct pkprof_held fresh = { .ns = ns, .since_ns = c->last_ns };
+		struct pkprof_held fresh = { .ns = ns, .since_ns = c->last_ns, .sampled = c->tag_sampled };
 
 		if (bpf_map_update_elem(&skb_held, &skb, &fresh, BPF_NOEXIST)) {
 			c->lost.tag_map_full++;
@@ -71,6 +74,11 @@ static __always_inline void net_take_held(struct pkprof_cpu *c, __u64 skb)
 	if (!h)
 		return;
 	c->tag_ns += __sync_lock_test_and_set(&h->ns, 0);
+	if (record_mode && h->sampled) {
+		/* Samples held on the handed-over skb join this segment. */
+		emit_link(c, PKPROF_HOLD_SKB, skb, PKPROF_LINK_HOLD, PKPROF_HOLD_SEGMENT, segment_hold(c), 0);
+		c->tag_sampled = 1;
+	}
 	bpf_map_delete_elem(&skb_held, &skb);
 }
 
@@ -117,7 +125,13 @@ static __always_inline void net_credit_sock(struct pkprof_cpu *c, __u64 sk, __u6
 		c->expired_ns += old;
 		c->expired_tags++;
 		c->kernel_irq_ns += old;
+		if (record_mode && s->sampled) {
+			s->sampled = 0;
+			emit_link(c, PKPROF_HOLD_SOCK, sk, PKPROF_LINK_EXPIRED, PKPROF_HOLD_NONE, 0, 0);
+		}
 	}
+	if (c->tag_sampled)
+		s->sampled = 1;
 	if (!s->pending_ns)
 		s->first_ns = now;
 	__sync_fetch_and_add(&s->pending_ns, ns);
@@ -213,7 +227,16 @@ static __always_inline void net_consume(struct sock *sk)
 	struct pkprof_cpu *c;
 	__u64 ns, skbs;
 
-	if (!s || !s->pending_ns)
+	if (!s)
+		return;
+	if (record_mode && s->sampled) {
+		c = this_cpu();
+		if (c) {
+			s->sampled = 0;
+			link_sock_to_current(c, key);
+		}
+	}
+	if (!s->pending_ns)
 		return;
 	c = this_cpu();
 	if (!c)

@@ -12,17 +12,30 @@ static __always_inline bool net_hold_for_skb(struct pkprof_cpu *c, __u64 ns);
 
 static __always_inline void close_tag(struct pkprof_cpu *c)
 {
+	/* Where held stack samples of this segment go (record): default KERNEL. */
+	__u32 link_kind = PKPROF_LINK_KERNEL, link_tid = 0, link_hold = PKPROF_HOLD_NONE;
+	__u64 link_to = 0;
+
 	switch (c->tag) {
 	case PKPROF_TAG_NET_SOCK:
 		net_credit_sock(c, c->tag_key, c->tag_ns);
+		link_kind = PKPROF_LINK_HOLD;
+		link_hold = PKPROF_HOLD_SOCK;
+		link_to = c->tag_key;
 		break;
 	case PKPROF_TAG_BLOCK:
 		credit_thread(c, (__u32)c->tag_key, PKPROF_CHAIN_BLOCK, c->tag_ns, 1);
+		link_kind = PKPROF_LINK_THREAD;
+		link_tid = (__u32)c->tag_key;
 		break;
 	case PKPROF_TAG_NET_SKB:
 		/* No skb of its own: it handed skbs over to another CPU (RPS), pass its time on. */
-		if (!c->tag_has_skb && net_hold_for_skb(c, c->tag_ns))
+		if (!c->tag_has_skb && net_hold_for_skb(c, c->tag_ns)) {
+			link_kind = PKPROF_LINK_HOLD;
+			link_hold = PKPROF_HOLD_SKB;
+			link_to = c->rx_held_skb;
 			break;
+		}
 		/*
 		 * An skb no event linked: e.g. TCP data put on the backlog of a socket its reader
 		 * holds. Early demux has set skb->sk by now (a freed skb reads NULL: orphaned).
@@ -37,6 +50,9 @@ static __always_inline void close_tag(struct pkprof_cpu *c)
 				sk = (struct sock *)c->last_sk;
 			if (sk) {
 				net_credit_sock(c, (__u64)sk, c->tag_ns);
+				link_kind = PKPROF_LINK_HOLD;
+				link_hold = PKPROF_HOLD_SOCK;
+				link_to = (__u64)sk;
 				break;
 			}
 		}
@@ -47,9 +63,15 @@ static __always_inline void close_tag(struct pkprof_cpu *c)
 		c->kernel_irq_ns += c->tag_ns;
 		break;
 	}
+	if (record_mode && c->tag_sampled) {
+		if (link_kind == PKPROF_LINK_THREAD && !link_tid)
+			link_kind = PKPROF_LINK_KERNEL;
+		emit_link(c, PKPROF_HOLD_SEGMENT, segment_hold(c), link_kind, link_hold, link_to, link_tid);
+	}
 	c->tag = PKPROF_TAG_NONE;
 	c->tag_ns = 0;
 	c->tag_has_skb = 0;
+	c->tag_sampled = 0;
 }
 
 /* Opens a tag for the interrupt context running now (task context serves itself: no tag). */
@@ -59,6 +81,7 @@ static __always_inline void open_tag(struct pkprof_cpu *c, __u32 tag, __u64 key)
 		return;
 	if (c->tag != PKPROF_TAG_NONE)
 		close_tag(c);
+	c->tag_seq++;
 	c->tag = tag;
 	c->tag_key = key;
 	c->tag_depth = c->depth;

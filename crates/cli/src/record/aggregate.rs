@@ -1,0 +1,63 @@
+//! Labelled samples before symbolization: raw address stacks interned once, and sample counts per
+//! (stack, labels). Keeps memory proportional to distinct stacks, not to samples.
+
+use std::collections::HashMap;
+
+use pkprof_attribution::{SampleContext, Served};
+use pkprof_profile::Bucket;
+
+/// A raw stack: the process whose user addresses these are, and both parts, leaf first.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RawStack {
+    pub user_pid: u32,
+    pub ustack: Vec<u64>,
+    pub kstack: Vec<u64>,
+}
+
+/// The labels a sample group carries.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Labels {
+    pub served: Option<Served>,
+    pub current_pid: u32,
+    pub current_comm: String,
+    pub bucket: Bucket,
+    pub context: SampleContext,
+    /// Task context in kernel mode: the syscall number, when the task was in a syscall.
+    pub syscall: Option<u32>,
+}
+
+#[derive(Default)]
+pub struct Aggregate {
+    stacks: Vec<RawStack>,
+    stack_ids: HashMap<RawStack, u32>,
+    groups: HashMap<(u32, Labels), u64>,
+    samples: u64,
+}
+
+impl Aggregate {
+    pub fn add(&mut self, stack: RawStack, labels: Labels) {
+        let id = match self.stack_ids.get(&stack) {
+            Some(id) => *id,
+            None => {
+                let id = self.stacks.len() as u32;
+                self.stacks.push(stack.clone());
+                self.stack_ids.insert(stack, id);
+                id
+            }
+        };
+        *self.groups.entry((id, labels)).or_default() += 1;
+        self.samples += 1;
+    }
+
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    pub fn stacks(&self) -> &[RawStack] {
+        &self.stacks
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = (u32, &Labels, u64)> {
+        self.groups.iter().map(|((id, l), n)| (*id, l, *n))
+    }
+}

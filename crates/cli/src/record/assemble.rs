@@ -1,0 +1,151 @@
+//! From labelled raw samples to a self-contained profile: symbolizes every distinct address once
+//! (user addresses per process, kernel addresses together), joins user and kernel stacks at the
+//! syscall boundary, and fills in the exact counts.
+
+use std::collections::{HashMap, HashSet};
+
+use pkprof_attribution::SampleContext;
+use pkprof_profile::{Context, Frame, FrameId, FrameKind, ProfileBuilder, SampleGroup};
+use pkprof_symbolize::Symbolizer;
+
+use super::aggregate::{Aggregate, RawStack};
+
+/// Where a raw address was sampled: return addresses (every frame but the leaf) point after the
+/// call, so they are looked up one byte earlier to land in the calling instruction.
+fn lookup_addr(i: usize, addr: u64) -> u64 {
+    if i == 0 {
+        addr
+    } else {
+        addr.saturating_sub(1)
+    }
+}
+
+/// Kernel functions that show a sample is inside a syscall (the entry path).
+fn is_syscall_entry(name: &str) -> bool {
+    name.starts_with("entry_SYSCALL")
+        || name == "do_syscall_64"
+        || name.starts_with("do_fast_syscall")
+}
+
+/// Symbolized frames (outermost first) of every distinct address.
+struct Symbols {
+    kernel: HashMap<u64, Vec<FrameId>>,
+    user: HashMap<(u32, u64), Vec<FrameId>>,
+}
+
+fn symbolize(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder) -> Symbols {
+    let mut kaddrs: HashSet<u64> = HashSet::new();
+    let mut uaddrs: HashMap<u32, HashSet<u64>> = HashMap::new();
+    for s in agg.stacks() {
+        kaddrs.extend(s.kstack.iter().enumerate().map(|(i, a)| lookup_addr(i, *a)));
+        uaddrs
+            .entry(s.user_pid)
+            .or_default()
+            .extend(s.ustack.iter().enumerate().map(|(i, a)| lookup_addr(i, *a)));
+    }
+    let intern = |frames: Vec<Frame>, b: &mut ProfileBuilder| -> Vec<FrameId> {
+        frames.into_iter().map(|f| b.frame(f)).collect()
+    };
+    let kaddrs: Vec<u64> = kaddrs.into_iter().collect();
+    let kernel = kaddrs
+        .iter()
+        .copied()
+        .zip(sym.symbolize_kernel(&kaddrs))
+        .map(|(a, f)| (a, intern(f, b)))
+        .collect();
+    let mut user = HashMap::new();
+    for (pid, addrs) in uaddrs {
+        let addrs: Vec<u64> = addrs.into_iter().collect();
+        for (a, f) in addrs.iter().copied().zip(sym.symbolize_user(pid, &addrs)) {
+            user.insert((pid, a), intern(f, b));
+        }
+    }
+    Symbols { kernel, user }
+}
+
+/// The frames of a raw stack, root first, and whether its kernel part starts at a syscall entry.
+fn stack_frames(
+    s: &RawStack,
+    syms: &Symbols,
+    b: &ProfileBuilder,
+) -> (Vec<FrameId>, Vec<FrameId>, bool) {
+    let mut user = Vec::new();
+    for (i, a) in s.ustack.iter().enumerate().rev() {
+        if let Some(f) = syms.user.get(&(s.user_pid, lookup_addr(i, *a))) {
+            user.extend_from_slice(f);
+        }
+    }
+    let mut kernel = Vec::new();
+    for (i, a) in s.kstack.iter().enumerate().rev() {
+        if let Some(f) = syms.kernel.get(&lookup_addr(i, *a)) {
+            kernel.extend_from_slice(f);
+        }
+    }
+    let in_syscall = kernel
+        .iter()
+        .take(4)
+        .any(|id| is_syscall_entry(&b.frame_at(*id).name));
+    (user, kernel, in_syscall)
+}
+
+/// Adds every sample group of `agg` to the builder.
+pub fn add_samples(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder) {
+    let syms = symbolize(agg, sym, b);
+    let parts: Vec<_> = agg
+        .stacks()
+        .iter()
+        .map(|s| stack_frames(s, &syms, b))
+        .collect();
+    let mut stack_ids: HashMap<(u32, Option<u32>), u32> = HashMap::new();
+    for (raw, labels, count) in agg.groups() {
+        let (user, kernel, in_syscall) = &parts[raw as usize];
+        let syscall = labels.syscall.filter(|_| *in_syscall);
+        let context = match labels.context {
+            SampleContext::User => Context::User,
+            SampleContext::Kernel if syscall.is_some() => Context::Syscall,
+            SampleContext::Kernel => Context::KernelTask,
+            SampleContext::Kworker => Context::Kworker,
+            SampleContext::HardIrq => Context::HardIrq,
+            SampleContext::SoftIrq(v) => Context::SoftIrq(v),
+            SampleContext::Idle => Context::Idle,
+        };
+        let stack = *stack_ids.entry((raw, syscall)).or_insert_with(|| {
+            let mut frames = user.clone();
+            if let Some(nr) = syscall {
+                frames.push(b.frame(syscall_frame(nr)));
+            }
+            frames.extend_from_slice(kernel);
+            b.stack(frames)
+        });
+        let served = labels.served.as_ref();
+        b.sample(SampleGroup {
+            stack,
+            pid: served.map_or(0, |s| s.pid),
+            tid: served.map_or(0, |s| s.tid),
+            comm: served.map_or_else(
+                || match labels.context {
+                    SampleContext::Idle => "[idle]".to_string(),
+                    _ => "[kernel]".to_string(),
+                },
+                |s| s.comm.clone(),
+            ),
+            current_pid: labels.current_pid,
+            bucket: labels.bucket,
+            context,
+            cgroup_id: served.map_or(0, |s| s.cgroup_id),
+            count,
+        });
+    }
+}
+
+/// The syscall boundary frame `sys_<name>` joining a user call site to the kernel's work.
+fn syscall_frame(nr: u32) -> Frame {
+    Frame {
+        kind: FrameKind::Syscall,
+        name: format!("sys_{}", pkprof_collect::reader::syscall_name(nr)),
+        module: "[syscall]".into(),
+        offset: nr as u64,
+        symbolized: true,
+        ..Frame::default()
+    }
+}

@@ -1,0 +1,320 @@
+//! `pkprof record`: samples user and kernel stacks on every CPU, labels each sample with the process
+//! it served, and writes a self-contained profile.
+//!
+//! Order of a run: check the targets, load and attach the BPF programs, start the command (a
+//! target from its fork on), record (`session`), detach, symbolize and assemble the profile
+//! (`assemble`), write it atomically, print the summary (`summary`).
+
+mod aggregate;
+mod assemble;
+mod options;
+mod session;
+mod summary;
+mod target;
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, Context, Result};
+use pkprof_attribution::targets::CgroupTree;
+use pkprof_attribution::TargetSet;
+use pkprof_collect::{Collector, CollectorOptions, RecordConfig};
+use pkprof_profile::{
+    CpuTime, FuncCount, Lost, Meta, Overhead, ProfileBuilder, SyscallStat, TargetKind, Targets,
+};
+use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
+
+pub use options::{parse_probe, RecordOptions, Target, DEFAULT_FREQUENCY_HZ};
+use session::{Session, StopReason, StopWhen};
+
+use crate::self_usage::own_cpu_ns;
+use crate::signals;
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn uname() -> (String, String) {
+    // SAFETY: utsname is plain data that uname fills.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return (String::new(), String::new());
+    }
+    let s = |f: &[libc::c_char]| {
+        // SAFETY: uname NUL-terminates its fields.
+        unsafe { std::ffi::CStr::from_ptr(f.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    (s(&u.release), s(&u.nodename))
+}
+
+pub fn run(mut opts: RecordOptions) -> Result<()> {
+    // Check everything the user gave before loading anything.
+    let target_set = match &opts.target {
+        Target::Pids(pids) => {
+            target::check_pids(pids)?;
+            TargetSet::Kernel
+        }
+        Target::Cgroup(path) => {
+            let dir = target::resolve_cgroup(path)?;
+            opts.target = Target::Cgroup(dir.clone());
+            TargetSet::Cgroup(
+                CgroupTree::new(&dir)
+                    .with_context(|| format!("reading cgroup {}", dir.display()))?,
+            )
+        }
+        Target::Command(_) => TargetSet::Kernel,
+        Target::System => TargetSet::System,
+    };
+    for p in &mut opts.probes {
+        p.binary = target::resolve_binary(&p.binary)?;
+    }
+    let output = opts.output.clone();
+    let tmp = output.with_file_name(format!(
+        ".{}.tmp",
+        output
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    let out_file = std::fs::File::create(&tmp)
+        .with_context(|| format!("cannot write the profile to {}", output.display()))?;
+
+    let collector_opts = CollectorOptions {
+        syscalls: opts.syscalls,
+        max_threads: opts.max_threads,
+        bpf_stats: opts.bpf_stats,
+        max_tags: opts.max_tags,
+        tag_expire_ns: opts.tag_expire.as_nanos() as u64,
+        record: Some(RecordConfig {
+            frequency_hz: opts.frequency_hz,
+            ring_bytes: opts.ring_mib.next_power_of_two() << 20,
+            follow_children: matches!(opts.target, Target::Command(_)),
+            probes: opts.probes.clone(),
+        }),
+    };
+    let mut collector = Collector::start(collector_opts).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    signals::install();
+    let start_unix = unix_ns();
+    let cpu_before = own_cpu_ns();
+    let mut child = match &opts.target {
+        Target::Command(argv) => {
+            // The command is followed from its fork: pkprof is a target for that one moment.
+            let me = std::process::id();
+            collector.add_target(me)?;
+            let spawned = target::spawn(argv);
+            collector.remove_target(me)?;
+            Some(spawned.inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp);
+            })?)
+        }
+        _ => None,
+    };
+    let pids = match (&opts.target, &child) {
+        (Target::Pids(p), _) => p.clone(),
+        (Target::Command(_), Some(c)) => vec![c.id()],
+        _ => Vec::new(),
+    };
+    for pid in &pids {
+        collector.add_target(*pid)?;
+    }
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions { lines: opts.lines });
+    eprintln!(
+        "pkprof: recording at {} Hz{}; Ctrl-C stops",
+        opts.frequency_hz,
+        opts.duration
+            .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
+            .unwrap_or_default()
+    );
+    let stop = StopWhen {
+        deadline: opts.duration.map(|d| Instant::now() + d),
+        child: child.as_mut(),
+        pids: if matches!(opts.target, Target::Pids(_)) {
+            pids.clone()
+        } else {
+            Vec::new()
+        },
+    };
+    let recorded =
+        Session::new(&mut collector, &mut symbolizer, target_set, opts.tag_expire).run(stop)?;
+    let end_unix = unix_ns();
+    let ring_lost = collector.ring_lost()?;
+    let func_reads = collector.func_counts();
+    let frame = recorded.last_frame.clone().unwrap_or_default();
+    let cpu_recording = own_cpu_ns().saturating_sub(cpu_before);
+    drop(collector); // detach before symbolizing: our own work is not sampled
+
+    let exit_note = match recorded.stop {
+        StopReason::Duration => "duration reached".to_string(),
+        StopReason::Interrupted => "interrupted".to_string(),
+        StopReason::TargetsGone => "every target exited".to_string(),
+        StopReason::CommandExited => {
+            let status = child.as_mut().and_then(|c| c.wait().ok());
+            match status.and_then(|s| s.code()) {
+                Some(code) => format!("command exited with status {code}"),
+                None => "command ended by a signal".to_string(),
+            }
+        }
+    };
+    if let Some(c) = child.as_mut() {
+        // Interrupted or out of time: the command goes on; leave it be, as perf record does.
+        let _ = c.try_wait();
+    }
+
+    let (kernel, hostname) = uname();
+    let cpus = frame.cpus.len() as u32;
+    let busy_targets: u64 = recorded
+        .processes
+        .values()
+        .filter(|p| p.target)
+        .map(|p| p.task_ns + p.served_ns)
+        .sum();
+    let b = &frame.buckets;
+    let user_total = b.processes_ns + b.other_ns;
+    let processes_ns = busy_targets.min(user_total);
+    let other_ns = user_total - processes_ns;
+    let cpu_time = CpuTime {
+        total_ns: b.wall_ns,
+        idle_ns: b.idle_ns,
+        processes_ns,
+        other_ns,
+        kernel_ns: b
+            .wall_ns
+            .saturating_sub(b.idle_ns + processes_ns + other_ns),
+    };
+    let (bpf_run_ns, bpf_run_count, bpf_missed) = frame.progs.iter().fold((0, 0, 0), |a, p| {
+        (a.0 + p.run_ns, a.1 + p.run_cnt, a.2 + p.recursion_misses)
+    });
+    let targets = Targets {
+        kind: match &opts.target {
+            Target::Command(_) => TargetKind::Command,
+            Target::Pids(_) => TargetKind::Pids,
+            Target::Cgroup(_) => TargetKind::Cgroup,
+            Target::System => TargetKind::System,
+        },
+        command: match &opts.target {
+            Target::Command(argv) => argv.clone(),
+            _ => Vec::new(),
+        },
+        pids: pids.clone(),
+        cgroup: match &opts.target {
+            Target::Cgroup(p) => p.display().to_string(),
+            _ => String::new(),
+        },
+    };
+    let meta = Meta {
+        pkprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        kernel,
+        hostname,
+        cpus,
+        start_unix_ns: start_unix,
+        end_unix_ns: end_unix,
+        frequency_hz: opts.frequency_hz,
+        period_ns: 1_000_000_000 / opts.frequency_hz.max(1),
+        targets,
+        lost: Lost {
+            ring_buffer_full: ring_lost.samples + ring_lost.links,
+            kernel_stack_errors: recorded.kstack_errors,
+            user_stack_errors: recorded.ustack_errors,
+            held_expired: recorded.held_expired,
+            maps_missing: recorded.maps_missing,
+            bpf_missed_events: bpf_missed,
+        },
+        overhead: Overhead {
+            pkprof_cpu_ns: cpu_recording,
+            symbolize_ns: 0,
+            bpf_run_ns,
+            bpf_run_count,
+        },
+        cpu_time,
+        warnings: Vec::new(),
+    };
+    let mut builder = ProfileBuilder::new(meta);
+    let sym_start = Instant::now();
+    assemble::add_samples(&recorded.aggregate, &mut symbolizer, &mut builder);
+    let symbolize_ns = sym_start.elapsed().as_nanos() as u64;
+    for p in recorded.processes.values() {
+        builder.process(p.clone());
+    }
+    for s in &frame.syscalls {
+        builder.syscall(SyscallStat {
+            pid: s.pid,
+            nr: s.nr,
+            name: s.name.clone(),
+            count: s.count,
+            total_ns: s.total_ns,
+            errors: s.errors,
+        });
+    }
+    for r in func_reads {
+        let probe = &opts.probes[r.probe.min(opts.probes.len().saturating_sub(1))];
+        builder.func_count(FuncCount {
+            pid: r.pid,
+            binary: probe.binary.display().to_string(),
+            function: probe.function.clone(),
+            count: r.count,
+        });
+    }
+    {
+        let m = builder.meta_mut();
+        m.overhead.symbolize_ns = symbolize_ns;
+        m.warnings = symbolizer.warnings();
+        if recorded.undecodable > 0 {
+            m.warnings.push(format!(
+                "{} ring buffer records could not be decoded",
+                recorded.undecodable
+            ));
+        }
+    }
+    let profile = builder.finish();
+    write_atomically(&profile, out_file, &tmp, &output)?;
+    let bytes = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+    print!(
+        "{}",
+        summary::render(
+            &profile,
+            &output.display().to_string(),
+            bytes,
+            opts.summary_rows,
+            &exit_note
+        )
+    );
+    let _ = std::io::stdout().flush();
+    Ok(())
+}
+
+/// Writes to the temporary file, syncs, and renames over the output: a full disk or a crash never
+/// leaves a truncated profile under the output name.
+fn write_atomically(
+    profile: &pkprof_profile::Profile,
+    file: std::fs::File,
+    tmp: &Path,
+    output: &Path,
+) -> Result<()> {
+    let fail = |e: &dyn std::fmt::Display| {
+        let _ = std::fs::remove_file(tmp);
+        anyhow!("cannot write the profile to {}: {e}", output.display())
+    };
+    let mut w = std::io::BufWriter::new(file);
+    pkprof_profile::write_profile(profile, &mut w).map_err(|e| fail(&e))?;
+    let file = w.into_inner().map_err(|e| fail(&e.into_error()))?;
+    file.sync_all().map_err(|e| fail(&e))?;
+    std::fs::rename(tmp, output).map_err(|e| fail(&e))?;
+    Ok(())
+}
+
+/// For the CLI: the default profile path.
+pub const DEFAULT_OUTPUT: &str = "pkprof.data";
+
+/// For the CLI: a duration in seconds.
+pub fn duration_from_secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}

@@ -1,0 +1,70 @@
+//! Plain options of `pkprof record`, converted from the command line (cli.rs).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pkprof_collect::FuncProbe;
+
+/// Default sampling frequency per CPU. 99 Hz, as bpftrace's and BCC's profilers use: prime to the
+/// 250 Hz tick and to the 100 Hz / 1 kHz timers of common workloads, so periodic work does not
+/// alias with the sampler, and cheap enough to leave on system-wide (~200 samples/s on 2 CPUs).
+pub const DEFAULT_FREQUENCY_HZ: u64 = 99;
+
+/// What to profile.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// Run this command, follow its children, stop when it exits.
+    Command(Vec<String>),
+    Pids(Vec<u32>),
+    Cgroup(PathBuf),
+    System,
+}
+
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    pub target: Target,
+    pub duration: Option<Duration>,
+    pub frequency_hz: u64,
+    pub output: PathBuf,
+    pub syscalls: bool,
+    pub probes: Vec<FuncProbe>,
+    /// DWARF file:line and inlined frames.
+    pub lines: bool,
+    pub bpf_stats: bool,
+    pub max_threads: u32,
+    pub max_tags: u32,
+    pub tag_expire: Duration,
+    /// Ring buffer size in MiB.
+    pub ring_mib: u32,
+    /// Entries in the end-of-run summary.
+    pub summary_rows: usize,
+}
+
+/// Parses `FUNC@BINARY`.
+pub fn parse_probe(spec: &str) -> Result<FuncProbe, String> {
+    let (func, bin) = spec
+        .rsplit_once('@')
+        .ok_or_else(|| format!("{spec:?} is not FUNC@BINARY"))?;
+    if func.is_empty() || bin.is_empty() {
+        return Err(format!("{spec:?} is not FUNC@BINARY"));
+    }
+    Ok(FuncProbe {
+        function: func.to_string(),
+        binary: PathBuf::from(bin),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes() {
+        let p = parse_probe("malloc@/lib/x86_64-linux-gnu/libc.so.6").unwrap();
+        assert_eq!(p.function, "malloc");
+        assert_eq!(p.binary, PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"));
+        assert!(parse_probe("malloc").is_err());
+        assert!(parse_probe("@/bin/ls").is_err());
+        assert!(parse_probe("f@").is_err());
+    }
+}

@@ -1,0 +1,274 @@
+//! The recording loop: reads samples and links from the ring buffer, holds samples whose
+//! beneficiary is not known yet, labels the rest, captures each sampled process's memory maps
+//! while it is alive, and reads the exact accounting once a second.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage};
+use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, TargetSet};
+use pkprof_collect::record::ring::RecordEvent;
+use pkprof_collect::Collector;
+use pkprof_profile::ProcessInfo;
+use pkprof_symbolize::Symbolizer;
+
+use super::aggregate::{Aggregate, Labels, RawStack};
+use crate::signals;
+
+/// Why recording stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Duration,
+    Interrupted,
+    CommandExited,
+    TargetsGone,
+}
+
+/// Everything the loop gathered, for assembly into a profile.
+pub struct Recorded {
+    pub aggregate: Aggregate,
+    pub processes: BTreeMap<u32, ProcessInfo>,
+    pub last_frame: Option<Frame>,
+    pub held_expired: u64,
+    pub undecodable: u64,
+    pub kstack_errors: u64,
+    pub ustack_errors: u64,
+    pub maps_missing: u64,
+    pub stop: StopReason,
+}
+
+/// Stop conditions checked between polls.
+pub struct StopWhen<'a> {
+    pub deadline: Option<Instant>,
+    pub child: Option<&'a mut std::process::Child>,
+    pub pids: Vec<u32>,
+}
+
+impl StopWhen<'_> {
+    fn check(&mut self) -> Option<StopReason> {
+        if signals::stop_requested() {
+            return Some(StopReason::Interrupted);
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Some(StopReason::Duration);
+        }
+        if let Some(child) = self.child.as_mut() {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                return Some(StopReason::CommandExited);
+            }
+        }
+        if !self.pids.is_empty()
+            && self
+                .pids
+                .iter()
+                .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        {
+            return Some(StopReason::TargetsGone);
+        }
+        None
+    }
+}
+
+pub struct Session<'a> {
+    collector: &'a mut Collector,
+    symbolizer: &'a mut Symbolizer,
+    targets: TargetSet,
+    holds: Holds<SampleEvent>,
+    rec: Recorded,
+    accountant: Accountant,
+    capture_failed: HashSet<u32>,
+}
+
+impl<'a> Session<'a> {
+    pub fn new(
+        collector: &'a mut Collector,
+        symbolizer: &'a mut Symbolizer,
+        targets: TargetSet,
+        tag_expire: Duration,
+    ) -> Self {
+        let accountant = Accountant::new(false, Filter::default(), collector.attach_mono_ns);
+        Session {
+            collector,
+            symbolizer,
+            targets,
+            // Held samples wait as long as the kernel holds their time, plus a margin for the
+            // links still in the ring buffer.
+            holds: Holds::new(tag_expire.as_nanos() as u64 * 2),
+            rec: Recorded {
+                aggregate: Aggregate::default(),
+                processes: BTreeMap::new(),
+                last_frame: None,
+                held_expired: 0,
+                undecodable: 0,
+                kstack_errors: 0,
+                ustack_errors: 0,
+                maps_missing: 0,
+                stop: StopReason::Duration,
+            },
+            accountant,
+            capture_failed: HashSet::new(),
+        }
+    }
+
+    /// Runs until a stop condition holds; then drains what is left.
+    pub fn run(mut self, mut stop: StopWhen<'_>) -> Result<Recorded> {
+        let inbox: Rc<RefCell<Vec<Option<RecordEvent>>>> = Rc::default();
+        let sink = Rc::clone(&inbox);
+        let ring = self
+            .collector
+            .event_ring(move |ev| sink.borrow_mut().push(ev))
+            .context("reading samples")?;
+        let mut next_read = Instant::now() + Duration::from_secs(1);
+        let reason = loop {
+            ring.poll(Duration::from_millis(50))?;
+            let batch: Vec<_> = inbox.borrow_mut().drain(..).collect();
+            self.handle(batch);
+            if Instant::now() >= next_read {
+                next_read += Duration::from_secs(1);
+                self.read_accounting()?;
+                let now = pkprof_collect::loader::monotonic_ns();
+                for (s, r) in self.holds.sweep(now) {
+                    self.resolved(s, r);
+                }
+            }
+            if let Some(reason) = stop.check() {
+                break reason;
+            }
+        };
+        ring.drain()?;
+        let batch: Vec<_> = inbox.borrow_mut().drain(..).collect();
+        self.handle(batch);
+        drop(ring);
+        self.read_accounting()?;
+        for (s, r) in self.holds.drain() {
+            self.resolved(s, r);
+        }
+        self.rec.held_expired = self.holds.expired();
+        self.rec.stop = reason;
+        Ok(self.rec)
+    }
+
+    fn handle(&mut self, batch: Vec<Option<RecordEvent>>) {
+        for ev in batch {
+            match ev {
+                Some(RecordEvent::Sample(s)) => self.sample(s),
+                Some(RecordEvent::Link(l)) => {
+                    for (s, r) in self.holds.link(&l) {
+                        self.resolved(s, r);
+                    }
+                }
+                None => self.rec.undecodable += 1,
+            }
+        }
+    }
+
+    fn sample(&mut self, s: SampleEvent) {
+        self.rec.kstack_errors += s.kstack_error as u64;
+        self.rec.ustack_errors += s.ustack_error as u64;
+        if !s.ustack.is_empty() {
+            self.capture(s.cur_pid, s.ustack[0]);
+        }
+        if s.hold != 0 {
+            self.holds.hold(s.hold, s.time_ns, s);
+        } else {
+            let served = s.served.clone();
+            self.label(s, served);
+        }
+    }
+
+    /// Snapshots the process's maps the first time it is sampled (and again when code appears
+    /// outside them), while it is alive.
+    fn capture(&mut self, pid: u32, leaf: u64) {
+        if self.capture_failed.contains(&pid) {
+            self.rec.maps_missing += 1;
+            return;
+        }
+        match self.symbolizer.capture_process(pid) {
+            Ok(()) => self.symbolizer.ensure_mapped(pid, leaf),
+            Err(e) => {
+                tracing::info!("{e}");
+                self.capture_failed.insert(pid);
+                self.rec.maps_missing += 1;
+            }
+        }
+    }
+
+    fn resolved(&mut self, s: SampleEvent, r: Resolution) {
+        let served = match r {
+            Resolution::Thread(t) => Some(t),
+            Resolution::Kernel | Resolution::Expired => None,
+        };
+        self.label(s, served);
+    }
+
+    fn label(&mut self, s: SampleEvent, served: Option<Served>) {
+        let bucket = self.targets.bucket(s.context, served.as_ref());
+        let syscall = (s.context == SampleContext::Kernel && (0..4096).contains(&s.orig_ax))
+            .then_some(s.orig_ax as u32);
+        let labels = Labels {
+            served,
+            current_pid: s.cur_pid,
+            current_comm: s.current_comm,
+            bucket,
+            context: s.context,
+            syscall,
+        };
+        let stack = RawStack {
+            user_pid: s.cur_pid,
+            ustack: s.ustack,
+            kstack: s.kstack,
+        };
+        self.rec.aggregate.add(stack, labels);
+    }
+
+    /// Exact CPU time per process so far (exited processes keep their last totals).
+    fn read_accounting(&mut self) -> Result<()> {
+        let snap = self
+            .collector
+            .snapshot()
+            .context("reading the accounting")?;
+        let frame = self.accountant.update(&snap, SelfUsage::default());
+        for r in &frame.rows {
+            let t = &r.total;
+            let p = self.rec.processes.entry(r.pid).or_default();
+            p.pid = r.pid;
+            p.ppid = r.ppid;
+            p.comm = r.comm.clone();
+            p.exited |= r.exited;
+            p.task_ns = t.own_ns();
+            p.user_ns = t.user_ns;
+            p.sys_ns = t.sys_ns;
+            p.hardirq_ns = t.hardirq_ns;
+            p.softirq_ns = t.softirq_ns.iter().sum();
+            p.served_ns = t.served_total_ns();
+            if r.kthread {
+                p.exe = "[kernel thread]".into();
+            } else if p.exe.is_empty() {
+                if let Some(exe) = self.symbolizer.exe(r.pid) {
+                    p.exe = exe;
+                } else if let Ok(exe) = std::fs::read_link(format!("/proc/{}/exe", r.pid)) {
+                    p.exe = exe.to_string_lossy().into_owned();
+                }
+            }
+            if !r.kthread {
+                p.target = match &mut self.targets {
+                    TargetSet::System => true,
+                    TargetSet::Kernel => p.target,
+                    TargetSet::Cgroup(tree) => p.target || tree.contains(r.cgroup_id),
+                };
+            }
+        }
+        if let TargetSet::Kernel = self.targets {
+            for pid in self.collector.targets() {
+                if let Some(p) = self.rec.processes.get_mut(&pid) {
+                    p.target = true;
+                }
+            }
+        }
+        self.rec.last_frame = Some(frame);
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! The end-of-run summary on the terminal: where the time went (exact buckets and sample buckets),
+//! the top entries by self samples with their PIDu:/PIDk: names, losses, and pkprof's own cost.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use pkprof_profile::{Bucket, Frame, FrameKind, Profile};
+
+/// `PIDu:name` / `PIDk:name` for a profiled process, `OTHER` / `KERNEL` bucket prefixes otherwise.
+pub fn frame_label(pid: u32, bucket: Bucket, frame: &Frame) -> String {
+    let side = match frame.kind {
+        FrameKind::User => 'u',
+        FrameKind::Kernel | FrameKind::Syscall => 'k',
+    };
+    match bucket {
+        Bucket::Process => format!("{pid}{side}:{}", frame.name),
+        Bucket::Other => format!("OTHER{side}:{}", frame.name),
+        Bucket::Kernel => format!("KERNEL:{}", frame.name),
+        Bucket::Idle => format!("IDLE:{}", frame.name),
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// Renders the summary of `p` written to `path` (`bytes` long).
+pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> String {
+    let m = &p.meta;
+    let total = p.total_samples();
+    let secs = m.end_unix_ns.saturating_sub(m.start_unix_ns) as f64 / 1e9;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "pkprof record: {total} samples in {secs:.1} s at {} Hz on {} CPUs ({stop}); wrote {path} ({:.1} KiB)",
+        m.frequency_hz,
+        m.cpus,
+        bytes as f64 / 1024.0
+    );
+    let t = &m.cpu_time;
+    let busy = t.total_ns.saturating_sub(t.idle_ns);
+    let _ = writeln!(
+        out,
+        "exact CPU: processes {:.1}%  other {:.1}%  kernel {:.1}%  idle {:.1}% of all; processes {:.1}% of non-idle",
+        pct(t.processes_ns, t.total_ns),
+        pct(t.other_ns, t.total_ns),
+        pct(t.kernel_ns, t.total_ns),
+        pct(t.idle_ns, t.total_ns),
+        pct(t.processes_ns, busy)
+    );
+    let mut by_bucket: HashMap<Bucket, u64> = HashMap::new();
+    for s in &p.samples {
+        *by_bucket.entry(s.bucket).or_default() += s.count;
+    }
+    let b = |k| by_bucket.get(&k).copied().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "samples:   processes {}  other {}  kernel {}  idle {}",
+        b(Bucket::Process),
+        b(Bucket::Other),
+        b(Bucket::Kernel),
+        b(Bucket::Idle)
+    );
+    let l = &m.lost;
+    let _ = writeln!(
+        out,
+        "lost:      ring buffer full {}; unreadable stacks {} kernel / {} user; held samples expired {}; without maps {}; missed BPF events {}",
+        l.ring_buffer_full, l.kernel_stack_errors, l.user_stack_errors, l.held_expired, l.maps_missing, l.bpf_missed_events
+    );
+    let o = &m.overhead;
+    let _ = writeln!(
+        out,
+        "overhead:  pkprof {:.2}% of one CPU, its BPF programs {:.2}% ({} runs); symbolization {:.2} s",
+        pct(o.pkprof_cpu_ns, (secs * 1e9) as u64),
+        pct(o.bpf_run_ns, (secs * 1e9) as u64),
+        o.bpf_run_count,
+        o.symbolize_ns as f64 / 1e9
+    );
+    for w in &m.warnings {
+        let _ = writeln!(out, "warning:   {w}");
+    }
+
+    // Self samples by leaf frame label.
+    let mut self_counts: HashMap<String, u64> = HashMap::new();
+    for s in &p.samples {
+        let label = match p.stacks[s.stack as usize].frames.last() {
+            Some(f) => frame_label(s.pid, s.bucket, &p.frames[*f as usize]),
+            None if s.bucket == Bucket::Idle => "IDLE".to_string(),
+            None => format!("{}: [no stack]", s.pid),
+        };
+        *self_counts.entry(label).or_default() += s.count;
+    }
+    let mut top: Vec<_> = self_counts.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let _ = writeln!(
+        out,
+        "\n  self%   samples  name (top {rows} by self samples)"
+    );
+    for (name, n) in top.into_iter().take(rows) {
+        let _ = writeln!(out, "{:6.1}%  {:8}  {name}", pct(n, total), n);
+    }
+    out
+}

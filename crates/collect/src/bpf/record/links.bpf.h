@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * pkprof record: the ring buffer every record event goes through, the target set, and the link
+ * events that carry held stack samples along the served-event tag life cycle (design notes §2):
+ * a sample taken under a tag is held on the tag's segment; when the segment closes, a link says
+ * where its work went (a thread, a socket, an skb handed to another CPU, or KERNEL); a socket
+ * held on is linked to the thread that reads it. Links are emitted only for tags, sockets and
+ * skbs that hold samples, so the per-packet cost without samples is one branch.
+ */
+#ifndef PKPROF_RECORD_LINKS_BPF_H
+#define PKPROF_RECORD_LINKS_BPF_H
+
+/* Set by the loader for pkprof record. */
+const volatile bool record_mode = false;
+/* record -- CMD: children of a target process become targets at fork. */
+const volatile bool follow_children = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* resized by the loader */
+} events SEC(".maps");
+
+/* Target processes (record -- CMD, -p): key tgid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+/* The ring buffer's record types reach BTF (and so Rust) only through globals of their type. */
+struct pkprof_sample pkprof_sample_btf_anchor SEC(".data.btf_anchor");
+struct pkprof_link pkprof_link_btf_anchor SEC(".data.btf_anchor");
+
+static __always_inline __u32 target_flag(__u32 pid)
+{
+	return pid && bpf_map_lookup_elem(&targets, &pid) ? PKPROF_SAMPLE_TARGET : 0;
+}
+
+static __always_inline __u64 segment_hold(struct pkprof_cpu *c)
+{
+	return ((__u64)bpf_get_smp_processor_id() << 48) | (c->tag_seq & 0xffffffffffffULL);
+}
+
+/*
+ * Emits "held samples of (from_kind, from) go to `to_kind`": the hold key (to_hold, to), or
+ * thread `tid`.
+ */
+static __always_inline void emit_link(struct pkprof_cpu *c, __u32 from_kind, __u64 from,
+				      __u32 to_kind, __u32 to_hold, __u64 to, __u32 tid)
+{
+	struct pkprof_link *l = bpf_ringbuf_reserve(&events, sizeof(*l), 0);
+	struct pkprof_thread *e;
+
+	if (!l) {
+		c->lost.link_ring_full++;
+		return;
+	}
+	l->kind = PKPROF_EV_LINK;
+	l->to_kind = to_kind;
+	l->time_ns = bpf_ktime_get_ns();
+	l->from_kind = from_kind;
+	l->from = from;
+	l->to_hold_kind = to_hold;
+	l->to = to;
+	l->pid = 0;
+	l->tid = tid;
+	l->cgroup_id = 0;
+	l->flags = 0;
+	l->pad = 0;
+	__builtin_memset(l->comm, 0, sizeof(l->comm));
+	e = tid ? bpf_map_lookup_elem(&threads, &tid) : NULL;
+	if (e) {
+		l->pid = e->pid;
+		l->cgroup_id = e->cgroup_id;
+		l->flags = (e->kthread ? PKPROF_SAMPLE_KTHREAD : 0) | target_flag(e->pid);
+		__builtin_memcpy(l->comm, e->comm, sizeof(l->comm));
+	} else if (to_kind == PKPROF_LINK_THREAD) {
+		l->to_kind = PKPROF_LINK_KERNEL; /* a beneficiary already gone */
+	}
+	bpf_ringbuf_submit(l, 0);
+}
+
+/* The current thread reads socket sk: samples held on it are its. */
+static __always_inline void link_sock_to_current(struct pkprof_cpu *c, __u64 sk)
+{
+	emit_link(c, PKPROF_HOLD_SOCK, sk, PKPROF_LINK_THREAD, PKPROF_HOLD_NONE, 0, c->cur_tid);
+}
+
+#endif /* PKPROF_RECORD_LINKS_BPF_H */

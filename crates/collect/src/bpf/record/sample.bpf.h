@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * pkprof record: the cpu-clock sampling program. Each sample carries the kernel and user stacks
+ * (frame-pointer walk), the current task, and the thread the interrupted work served, read from
+ * the accounting core's per-CPU registers: the current thread in task context, the queuer of the
+ * work item a kworker runs, or, under a served-event tag (NET_RX, BLOCK), a hold key resolved later
+ * by link events (links.bpf.h). The sample runs inside the timer interrupt that local_timer_entry
+ * already pushed on the context stack: the interrupted context is the one below it.
+ */
+#ifndef PKPROF_RECORD_SAMPLE_BPF_H
+#define PKPROF_RECORD_SAMPLE_BPF_H
+
+/* The local timer tracepoints are attached: the sampling interrupt itself is on the ctx stack. */
+const volatile bool timer_on_stack = false;
+
+static __always_inline void label_thread(struct pkprof_sample *s, __u32 tid)
+{
+	struct pkprof_thread *e = tid ? bpf_map_lookup_elem(&threads, &tid) : NULL;
+
+	s->tid = tid;
+	if (!e)
+		return;
+	s->pid = e->pid;
+	s->cgroup_id = e->cgroup_id;
+	s->flags = (e->kthread ? PKPROF_SAMPLE_KTHREAD : 0) | target_flag(e->pid);
+	__builtin_memcpy(s->comm, e->comm, sizeof(s->comm));
+}
+
+static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
+{
+	struct pkprof_cpu *c = this_cpu();
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct pkprof_sample *s;
+	/* The context allows only 8-byte loads of the registers: read cs (with its padding) whole. */
+	bool user = (*(volatile __u64 *)((void *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs)) & 3) == 3;
+	__u32 depth, i;
+
+	if (!c)
+		return 0;
+	s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
+	if (!s) {
+		c->lost.sample_ring_full++;
+		return 0;
+	}
+	s->kind = PKPROF_EV_SAMPLE;
+	s->cpu = bpf_get_smp_processor_id();
+	s->time_ns = bpf_ktime_get_ns();
+	s->cur_pid = cur->tgid;
+	s->cur_tid = cur->pid;
+	s->pid = 0;
+	s->tid = 0;
+	s->cgroup_id = 0;
+	s->hold = 0;
+	s->hold_kind = PKPROF_HOLD_NONE;
+	s->pad = 0;
+	s->vec = 0;
+	s->orig_ax = -1;
+	s->flags = 0;
+	s->ustack_len = 0;
+	s->ustack_bytes_len = 0;
+	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), cur->comm);
+
+	depth = c->depth;
+	if (timer_on_stack && depth && c->ctx[depth & (PKPROF_CTX_DEPTH - 1)] == PKPROF_CTX_HARDIRQ)
+		depth--;
+	i = depth & (PKPROF_CTX_DEPTH - 1);
+	if (!c->last_ns || !depth || c->ctx[i] == PKPROF_CTX_TASK) {
+		/* Task context: the current thread, or the queuer of the item a kworker runs. */
+		if (!cur->pid) {
+			s->ctx = PKPROF_SCTX_IDLE;
+		} else if (c->wq_tid && c->wq_worker == (__u32)cur->pid) {
+			s->ctx = PKPROF_SCTX_KWORKER;
+			label_thread(s, c->wq_tid);
+		} else {
+			s->ctx = user ? PKPROF_SCTX_USER : PKPROF_SCTX_KERNEL;
+			label_thread(s, cur->pid);
+			if (!s->pid) { /* no entry yet (first slice since attach) */
+				s->pid = cur->tgid;
+				s->flags = ((cur->flags & PF_KTHREAD) ? PKPROF_SAMPLE_KTHREAD : 0) |
+					   target_flag(cur->tgid);
+			}
+			if (!user && !(cur->flags & PF_KTHREAD)) {
+				struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+
+				s->orig_ax = BPF_CORE_READ(regs, orig_ax);
+			}
+		}
+	} else {
+		s->ctx = c->ctx[i] == PKPROF_CTX_SOFTIRQ ? PKPROF_SCTX_SOFTIRQ : PKPROF_SCTX_HARDIRQ;
+		s->vec = c->vec[i];
+		if (c->tag != PKPROF_TAG_NONE && c->tag_depth == depth) {
+			/* Held until the tag's segment closes (links.bpf.h). */
+			s->hold_kind = PKPROF_HOLD_SEGMENT;
+			s->hold = segment_hold(c);
+			c->tag_sampled = 1;
+			__builtin_memset(s->comm, 0, sizeof(s->comm));
+		}
+	}
+
+	s->kstack_len = user ? 0 : bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
+	/* Interrupt work serves someone else: the interrupted task's user stack is not its caller. */
+	if (s->ctx == PKPROF_SCTX_USER || s->ctx == PKPROF_SCTX_KERNEL)
+		s->ustack_len = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+	bpf_ringbuf_submit(s, 0);
+	return 0;
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	return sample_body(ctx);
+}
+
+#endif /* PKPROF_RECORD_SAMPLE_BPF_H */

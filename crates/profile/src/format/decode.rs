@@ -1,0 +1,261 @@
+//! Protobuf body -> model, checking every index and enum value so that reports can index the
+//! profile's tables freely afterwards.
+
+use prost::Message;
+
+use super::error::Corruption;
+use super::proto;
+use crate::model::*;
+
+/// Decodes and checks the (uncompressed) body message.
+pub(crate) fn decode_body(body: &[u8]) -> Result<Profile, Corruption> {
+    let msg = proto::Profile::decode(body).map_err(|e| Corruption::Decode(one_line(&e)))?;
+    let strings = Strings::new(msg.strings)?;
+    let frames = msg
+        .frames
+        .into_iter()
+        .map(|f| frame(f, &strings))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stacks = msg
+        .stacks
+        .into_iter()
+        .map(|s| {
+            let len = frames.len();
+            match s.frames.iter().find(|f| **f as usize >= len) {
+                Some(f) => Err(out_of_range("frame id", *f, len)),
+                None => Ok(Stack { frames: s.frames }),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let samples = msg
+        .samples
+        .into_iter()
+        .map(|s| sample(s, stacks.len(), &strings))
+        .collect::<Result<Vec<_>, _>>()?;
+    let processes = msg
+        .processes
+        .into_iter()
+        .map(|x| process(x, &strings))
+        .collect::<Result<Vec<_>, _>>()?;
+    let syscalls = msg
+        .syscalls
+        .into_iter()
+        .map(|s| {
+            Ok(SyscallStat {
+                pid: s.pid,
+                nr: s.nr,
+                name: strings.get("syscall name string", s.name_str)?,
+                count: s.count,
+                total_ns: s.total_ns,
+                errors: s.errors,
+            })
+        })
+        .collect::<Result<Vec<_>, Corruption>>()?;
+    let func_counts = msg
+        .func_counts
+        .into_iter()
+        .map(|f| {
+            Ok(FuncCount {
+                pid: f.pid,
+                binary: strings.get("function binary string", f.binary_str)?,
+                function: strings.get("function name string", f.function_str)?,
+                count: f.count,
+            })
+        })
+        .collect::<Result<Vec<_>, Corruption>>()?;
+    Ok(Profile {
+        meta: meta(msg.meta.unwrap_or_default())?,
+        frames,
+        stacks,
+        samples,
+        processes,
+        syscalls,
+        func_counts,
+    })
+}
+
+/// prost's messages are one line already; this keeps it so whatever a future version prints.
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().replace(['\n', '\r'], " ")
+}
+
+fn out_of_range(what: &'static str, index: u32, len: usize) -> Corruption {
+    Corruption::IndexOutOfRange {
+        what,
+        index: index.into(),
+        len,
+    }
+}
+
+fn unknown(what: &'static str, value: impl Into<i64>) -> Corruption {
+    Corruption::UnknownEnum {
+        what,
+        value: value.into(),
+    }
+}
+
+fn invalid(what: &'static str, value: impl Into<u64>) -> Corruption {
+    Corruption::InvalidValue {
+        what,
+        value: value.into(),
+    }
+}
+
+/// The string table read from the file.
+struct Strings(Vec<String>);
+
+impl Strings {
+    fn new(table: Vec<String>) -> Result<Self, Corruption> {
+        match table.first() {
+            Some(first) if !first.is_empty() => Err(Corruption::StringTableStart),
+            // An empty table still resolves index 0 to "".
+            None => Ok(Strings(vec![String::new()])),
+            Some(_) => Ok(Strings(table)),
+        }
+    }
+
+    fn get(&self, what: &'static str, id: u32) -> Result<String, Corruption> {
+        match self.0.get(id as usize) {
+            Some(s) => Ok(s.clone()),
+            None => Err(out_of_range(what, id, self.0.len())),
+        }
+    }
+}
+
+fn meta(m: proto::Meta) -> Result<Meta, Corruption> {
+    let t = m.targets.unwrap_or_default();
+    let l = m.lost.unwrap_or_default();
+    let o = m.overhead.unwrap_or_default();
+    let c = m.cpu_time.unwrap_or_default();
+    let kind = match proto::TargetKind::try_from(t.kind) {
+        Ok(proto::TargetKind::System) => TargetKind::System,
+        Ok(proto::TargetKind::Command) => TargetKind::Command,
+        Ok(proto::TargetKind::Pids) => TargetKind::Pids,
+        Ok(proto::TargetKind::Cgroup) => TargetKind::Cgroup,
+        Err(_) => return Err(unknown("target kind", t.kind)),
+    };
+    Ok(Meta {
+        pkprof_version: m.pkprof_version,
+        kernel: m.kernel,
+        hostname: m.hostname,
+        cpus: m.cpus,
+        start_unix_ns: m.start_unix_ns,
+        end_unix_ns: m.end_unix_ns,
+        frequency_hz: m.frequency_hz,
+        period_ns: m.period_ns,
+        targets: Targets {
+            kind,
+            command: t.command,
+            pids: t.pids,
+            cgroup: t.cgroup,
+        },
+        lost: Lost {
+            ring_buffer_full: l.ring_buffer_full,
+            kernel_stack_errors: l.kernel_stack_errors,
+            user_stack_errors: l.user_stack_errors,
+            held_expired: l.held_expired,
+            maps_missing: l.maps_missing,
+            bpf_missed_events: l.bpf_missed_events,
+        },
+        overhead: Overhead {
+            pkprof_cpu_ns: o.pkprof_cpu_ns,
+            symbolize_ns: o.symbolize_ns,
+            bpf_run_ns: o.bpf_run_ns,
+            bpf_run_count: o.bpf_run_count,
+        },
+        cpu_time: CpuTime {
+            total_ns: c.total_ns,
+            idle_ns: c.idle_ns,
+            processes_ns: c.processes_ns,
+            other_ns: c.other_ns,
+            kernel_ns: c.kernel_ns,
+        },
+        warnings: m.warnings,
+    })
+}
+
+fn frame(f: proto::Frame, strings: &Strings) -> Result<Frame, Corruption> {
+    let kind = match proto::FrameKind::try_from(f.kind) {
+        Ok(proto::FrameKind::User) => FrameKind::User,
+        Ok(proto::FrameKind::Kernel) => FrameKind::Kernel,
+        Ok(proto::FrameKind::Syscall) => FrameKind::Syscall,
+        Err(_) => return Err(unknown("frame kind", f.kind)),
+    };
+    Ok(Frame {
+        kind,
+        name: strings.get("frame name string", f.name_str)?,
+        module: strings.get("frame module string", f.module_str)?,
+        offset: f.offset,
+        symbolized: f.symbolized,
+        file: f
+            .file_str
+            .map(|id| strings.get("frame file string", id))
+            .transpose()?,
+        line: f.line,
+        inlined: f.inlined,
+    })
+}
+
+fn sample(
+    s: proto::SampleGroup,
+    stacks: usize,
+    strings: &Strings,
+) -> Result<SampleGroup, Corruption> {
+    if s.stack as usize >= stacks {
+        return Err(out_of_range("stack id", s.stack, stacks));
+    }
+    let bucket = match proto::Bucket::try_from(s.bucket) {
+        Ok(proto::Bucket::Process) => Bucket::Process,
+        Ok(proto::Bucket::Other) => Bucket::Other,
+        Ok(proto::Bucket::Kernel) => Bucket::Kernel,
+        Ok(proto::Bucket::Idle) => Bucket::Idle,
+        Err(_) => return Err(unknown("bucket", s.bucket)),
+    };
+    let context = match proto::Context::try_from(s.context) {
+        Ok(proto::Context::SoftIrq) => match u8::try_from(s.softirq_vec) {
+            Ok(vec) => Context::SoftIrq(vec),
+            Err(_) => return Err(invalid("softirq vector", s.softirq_vec)),
+        },
+        _ if s.softirq_vec != 0 => {
+            return Err(invalid(
+                "softirq vector outside softirq context",
+                s.softirq_vec,
+            ))
+        }
+        Ok(proto::Context::User) => Context::User,
+        Ok(proto::Context::Syscall) => Context::Syscall,
+        Ok(proto::Context::KernelTask) => Context::KernelTask,
+        Ok(proto::Context::Kworker) => Context::Kworker,
+        Ok(proto::Context::HardIrq) => Context::HardIrq,
+        Ok(proto::Context::Idle) => Context::Idle,
+        Err(_) => return Err(unknown("context", s.context)),
+    };
+    Ok(SampleGroup {
+        stack: s.stack,
+        pid: s.pid,
+        tid: s.tid,
+        comm: strings.get("sample comm string", s.comm_str)?,
+        current_pid: s.current_pid,
+        bucket,
+        context,
+        cgroup_id: s.cgroup_id,
+        count: s.count,
+    })
+}
+
+fn process(x: proto::ProcessInfo, strings: &Strings) -> Result<ProcessInfo, Corruption> {
+    Ok(ProcessInfo {
+        pid: x.pid,
+        ppid: x.ppid,
+        comm: strings.get("process comm string", x.comm_str)?,
+        exe: strings.get("process exe string", x.exe_str)?,
+        target: x.target,
+        exited: x.exited,
+        task_ns: x.task_ns,
+        user_ns: x.user_ns,
+        sys_ns: x.sys_ns,
+        hardirq_ns: x.hardirq_ns,
+        softirq_ns: x.softirq_ns,
+        served_ns: x.served_ns,
+    })
+}

@@ -1,0 +1,222 @@
+//! Model -> protobuf body: interns strings into the string table and checks the indices that
+//! readers will check, so that a written file can always be read back.
+
+use std::collections::HashMap;
+
+use prost::Message;
+
+use super::error::Corruption;
+use super::proto;
+use crate::model::*;
+
+/// Encodes `p` as the (uncompressed) body message.
+pub(crate) fn encode_body(p: &Profile) -> Result<Vec<u8>, Corruption> {
+    check(p)?;
+    let mut strings = Strings::default();
+    strings.id(""); // entry 0 is always the empty string
+    let frames = p.frames.iter().map(|f| frame(f, &mut strings)).collect();
+    let stacks = p
+        .stacks
+        .iter()
+        .map(|s| proto::Stack {
+            frames: s.frames.clone(),
+        })
+        .collect();
+    let samples = p.samples.iter().map(|s| sample(s, &mut strings)).collect();
+    let processes = p
+        .processes
+        .iter()
+        .map(|x| process(x, &mut strings))
+        .collect();
+    let syscalls = p
+        .syscalls
+        .iter()
+        .map(|s| proto::SyscallStat {
+            pid: s.pid,
+            nr: s.nr,
+            name_str: strings.id(&s.name),
+            count: s.count,
+            total_ns: s.total_ns,
+            errors: s.errors,
+        })
+        .collect();
+    let func_counts = p
+        .func_counts
+        .iter()
+        .map(|f| proto::FuncCount {
+            pid: f.pid,
+            binary_str: strings.id(&f.binary),
+            function_str: strings.id(&f.function),
+            count: f.count,
+        })
+        .collect();
+    let msg = proto::Profile {
+        strings: strings.table.into_iter().map(str::to_owned).collect(),
+        meta: Some(meta(&p.meta)),
+        frames,
+        stacks,
+        samples,
+        processes,
+        syscalls,
+        func_counts,
+    };
+    Ok(msg.encode_to_vec())
+}
+
+/// The same index checks as the reader's, on the model.
+fn check(p: &Profile) -> Result<(), Corruption> {
+    let out_of_range = |what, index: u32, len| Corruption::IndexOutOfRange {
+        what,
+        index: index.into(),
+        len,
+    };
+    for s in &p.stacks {
+        if let Some(f) = s.frames.iter().find(|f| **f as usize >= p.frames.len()) {
+            return Err(out_of_range("frame id", *f, p.frames.len()));
+        }
+    }
+    if let Some(s) = p
+        .samples
+        .iter()
+        .find(|s| s.stack as usize >= p.stacks.len())
+    {
+        return Err(out_of_range("stack id", s.stack, p.stacks.len()));
+    }
+    Ok(())
+}
+
+/// The string table under construction.
+#[derive(Default)]
+struct Strings<'a> {
+    ids: HashMap<&'a str, u32>,
+    table: Vec<&'a str>,
+}
+
+impl<'a> Strings<'a> {
+    fn id(&mut self, s: &'a str) -> u32 {
+        if let Some(id) = self.ids.get(s) {
+            return *id;
+        }
+        let id = self.table.len() as u32;
+        self.table.push(s);
+        self.ids.insert(s, id);
+        id
+    }
+}
+
+fn meta(m: &Meta) -> proto::Meta {
+    let t = &m.targets;
+    let (l, o, c) = (&m.lost, &m.overhead, &m.cpu_time);
+    proto::Meta {
+        pkprof_version: m.pkprof_version.clone(),
+        kernel: m.kernel.clone(),
+        hostname: m.hostname.clone(),
+        cpus: m.cpus,
+        start_unix_ns: m.start_unix_ns,
+        end_unix_ns: m.end_unix_ns,
+        frequency_hz: m.frequency_hz,
+        period_ns: m.period_ns,
+        targets: Some(proto::Targets {
+            kind: target_kind(t.kind) as i32,
+            command: t.command.clone(),
+            pids: t.pids.clone(),
+            cgroup: t.cgroup.clone(),
+        }),
+        lost: Some(proto::Lost {
+            ring_buffer_full: l.ring_buffer_full,
+            kernel_stack_errors: l.kernel_stack_errors,
+            user_stack_errors: l.user_stack_errors,
+            held_expired: l.held_expired,
+            maps_missing: l.maps_missing,
+            bpf_missed_events: l.bpf_missed_events,
+        }),
+        overhead: Some(proto::Overhead {
+            pkprof_cpu_ns: o.pkprof_cpu_ns,
+            symbolize_ns: o.symbolize_ns,
+            bpf_run_ns: o.bpf_run_ns,
+            bpf_run_count: o.bpf_run_count,
+        }),
+        cpu_time: Some(proto::CpuTime {
+            total_ns: c.total_ns,
+            idle_ns: c.idle_ns,
+            processes_ns: c.processes_ns,
+            other_ns: c.other_ns,
+            kernel_ns: c.kernel_ns,
+        }),
+        warnings: m.warnings.clone(),
+    }
+}
+
+fn target_kind(k: TargetKind) -> proto::TargetKind {
+    match k {
+        TargetKind::System => proto::TargetKind::System,
+        TargetKind::Command => proto::TargetKind::Command,
+        TargetKind::Pids => proto::TargetKind::Pids,
+        TargetKind::Cgroup => proto::TargetKind::Cgroup,
+    }
+}
+
+fn frame<'a>(f: &'a Frame, strings: &mut Strings<'a>) -> proto::Frame {
+    let kind = match f.kind {
+        FrameKind::User => proto::FrameKind::User,
+        FrameKind::Kernel => proto::FrameKind::Kernel,
+        FrameKind::Syscall => proto::FrameKind::Syscall,
+    };
+    proto::Frame {
+        kind: kind as i32,
+        name_str: strings.id(&f.name),
+        module_str: strings.id(&f.module),
+        offset: f.offset,
+        symbolized: f.symbolized,
+        file_str: f.file.as_deref().map(|s| strings.id(s)),
+        line: f.line,
+        inlined: f.inlined,
+    }
+}
+
+fn sample<'a>(s: &'a SampleGroup, strings: &mut Strings<'a>) -> proto::SampleGroup {
+    let bucket = match s.bucket {
+        Bucket::Process => proto::Bucket::Process,
+        Bucket::Other => proto::Bucket::Other,
+        Bucket::Kernel => proto::Bucket::Kernel,
+        Bucket::Idle => proto::Bucket::Idle,
+    };
+    let (context, softirq_vec) = match s.context {
+        Context::User => (proto::Context::User, 0),
+        Context::Syscall => (proto::Context::Syscall, 0),
+        Context::KernelTask => (proto::Context::KernelTask, 0),
+        Context::Kworker => (proto::Context::Kworker, 0),
+        Context::HardIrq => (proto::Context::HardIrq, 0),
+        Context::SoftIrq(vec) => (proto::Context::SoftIrq, vec.into()),
+        Context::Idle => (proto::Context::Idle, 0),
+    };
+    proto::SampleGroup {
+        stack: s.stack,
+        pid: s.pid,
+        tid: s.tid,
+        comm_str: strings.id(&s.comm),
+        current_pid: s.current_pid,
+        bucket: bucket as i32,
+        context: context as i32,
+        softirq_vec,
+        cgroup_id: s.cgroup_id,
+        count: s.count,
+    }
+}
+
+fn process<'a>(x: &'a ProcessInfo, strings: &mut Strings<'a>) -> proto::ProcessInfo {
+    proto::ProcessInfo {
+        pid: x.pid,
+        ppid: x.ppid,
+        comm_str: strings.id(&x.comm),
+        exe_str: strings.id(&x.exe),
+        target: x.target,
+        exited: x.exited,
+        task_ns: x.task_ns,
+        user_ns: x.user_ns,
+        sys_ns: x.sys_ns,
+        hardirq_ns: x.hardirq_ns,
+        softirq_ns: x.softirq_ns,
+        served_ns: x.served_ns,
+    }
+}

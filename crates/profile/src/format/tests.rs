@@ -1,0 +1,253 @@
+//! Bodies no writer of ours produces, crafted from the generated types: the reader's index,
+//! enum and string-table checks.
+
+use prost::Message;
+
+use super::header::Header;
+use super::*;
+
+/// A file around `msg`, uncompressed, with a correct header.
+fn file(msg: &proto::Profile) -> Vec<u8> {
+    let body = msg.encode_to_vec();
+    let h = Header {
+        compression: Compression::None,
+        body_len: body.len() as u64,
+        raw_len: body.len() as u64,
+        crc32: crc32fast::hash(&body),
+    };
+    let mut out = h.encode().to_vec();
+    out.extend_from_slice(&body);
+    out
+}
+
+fn valid() -> proto::Profile {
+    proto::Profile {
+        strings: vec!["".into(), "main".into()],
+        frames: vec![proto::Frame {
+            name_str: 1,
+            ..Default::default()
+        }],
+        stacks: vec![proto::Stack { frames: vec![0, 0] }],
+        samples: vec![proto::SampleGroup {
+            stack: 0,
+            comm_str: 1,
+            count: 3,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn corruption(msg: &proto::Profile) -> Corruption {
+    match read_profile(&file(msg)[..]) {
+        Err(FormatError::Corrupt(c)) => c,
+        other => panic!("expected corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn crafted_valid_body_reads() {
+    let p = read_profile(&file(&valid())[..]).unwrap();
+    assert_eq!(
+        p.stack_frames(0)
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>(),
+        ["main", "main"]
+    );
+    assert_eq!(p.samples[0].comm, "main");
+}
+
+#[test]
+fn no_meta_and_no_strings_read_as_defaults() {
+    let p = read_profile(&file(&proto::Profile::default())[..]).unwrap();
+    assert_eq!(p, Profile::default());
+    let mut m = valid();
+    m.strings.clear();
+    m.frames[0].name_str = 0;
+    m.samples[0].comm_str = 0;
+    assert_eq!(read_profile(&file(&m)[..]).unwrap().frames[0].name, "");
+}
+
+#[test]
+fn out_of_range_indices_are_corrupt() {
+    let mut m = valid();
+    m.samples[0].stack = 1;
+    assert_eq!(
+        corruption(&m).to_string(),
+        "stack id 1 is out of range (the table has 1 entries)"
+    );
+    let mut m = valid();
+    m.stacks[0].frames[1] = u32::MAX;
+    assert!(matches!(
+        corruption(&m),
+        Corruption::IndexOutOfRange {
+            what: "frame id",
+            ..
+        }
+    ));
+    let mut m = valid();
+    m.frames[0].file_str = Some(2);
+    assert!(matches!(
+        corruption(&m),
+        Corruption::IndexOutOfRange {
+            what: "frame file string",
+            ..
+        }
+    ));
+    let mut m = valid();
+    m.samples[0].comm_str = 9;
+    assert!(matches!(
+        corruption(&m),
+        Corruption::IndexOutOfRange {
+            index: 9,
+            len: 2,
+            ..
+        }
+    ));
+    let mut m = valid();
+    m.processes.push(proto::ProcessInfo {
+        exe_str: 2,
+        ..Default::default()
+    });
+    assert!(matches!(corruption(&m), Corruption::IndexOutOfRange { .. }));
+    let mut m = valid();
+    m.syscalls.push(proto::SyscallStat {
+        name_str: 2,
+        ..Default::default()
+    });
+    assert!(matches!(corruption(&m), Corruption::IndexOutOfRange { .. }));
+    let mut m = valid();
+    m.func_counts.push(proto::FuncCount {
+        function_str: 2,
+        ..Default::default()
+    });
+    assert!(matches!(corruption(&m), Corruption::IndexOutOfRange { .. }));
+}
+
+#[test]
+fn unknown_enum_values_are_corrupt() {
+    let mut m = valid();
+    m.samples[0].bucket = 4;
+    assert_eq!(corruption(&m).to_string(), "unknown bucket value 4");
+    let mut m = valid();
+    m.samples[0].context = -1;
+    assert!(matches!(
+        corruption(&m),
+        Corruption::UnknownEnum {
+            what: "context",
+            value: -1
+        }
+    ));
+    let mut m = valid();
+    m.frames[0].kind = 3;
+    assert!(matches!(
+        corruption(&m),
+        Corruption::UnknownEnum {
+            what: "frame kind",
+            ..
+        }
+    ));
+    let mut m = valid();
+    m.meta = Some(proto::Meta {
+        targets: Some(proto::Targets {
+            kind: 9,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    assert!(matches!(
+        corruption(&m),
+        Corruption::UnknownEnum {
+            what: "target kind",
+            ..
+        }
+    ));
+}
+
+#[test]
+fn softirq_vector_must_fit_and_belong_to_a_softirq() {
+    let mut m = valid();
+    m.samples[0].context = proto::Context::SoftIrq as i32;
+    m.samples[0].softirq_vec = 256;
+    assert_eq!(corruption(&m).to_string(), "invalid softirq vector: 256");
+    m.samples[0].context = proto::Context::HardIrq as i32;
+    m.samples[0].softirq_vec = 3;
+    assert!(matches!(
+        corruption(&m),
+        Corruption::InvalidValue { value: 3, .. }
+    ));
+}
+
+#[test]
+fn string_table_must_start_empty() {
+    let mut m = valid();
+    m.strings[0] = "x".into();
+    assert_eq!(corruption(&m), Corruption::StringTableStart);
+}
+
+#[test]
+fn undecodable_bodies_are_corrupt() {
+    for body in [
+        &[0xffu8][..],
+        &[0x0a, 0x05, b'a'],
+        &[0x0a, 0x02, 0xc3, 0x28],
+    ] {
+        let h = Header {
+            compression: Compression::None,
+            body_len: body.len() as u64,
+            raw_len: body.len() as u64,
+            crc32: crc32fast::hash(body),
+        };
+        let mut f = h.encode().to_vec();
+        f.extend_from_slice(body);
+        let e = read_profile(&f[..]).unwrap_err();
+        assert!(
+            matches!(e, FormatError::Corrupt(Corruption::Decode(_))),
+            "{body:?}: {e:?}"
+        );
+        assert!(!e.to_string().contains('\n'));
+    }
+}
+
+#[test]
+fn gzip_body_sizes_are_checked() {
+    let body = valid().encode_to_vec();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &body).unwrap();
+    let mut gzipped = gz.finish().unwrap();
+    let frame = |raw_len: u64, gzipped: &[u8]| {
+        let h = Header {
+            compression: Compression::Gzip,
+            body_len: gzipped.len() as u64,
+            raw_len,
+            crc32: crc32fast::hash(gzipped),
+        };
+        let mut f = h.encode().to_vec();
+        f.extend_from_slice(gzipped);
+        f
+    };
+    let n = body.len() as u64;
+    assert!(read_profile(&frame(n, &gzipped)[..]).is_ok());
+    let short = read_profile(&frame(n - 1, &gzipped)[..]).unwrap_err();
+    assert!(
+        matches!(short, FormatError::Corrupt(Corruption::BodyLong { .. })),
+        "{short:?}"
+    );
+    let long = read_profile(&frame(n + 1, &gzipped)[..]).unwrap_err();
+    assert!(
+        matches!(long, FormatError::Corrupt(Corruption::BodyShort { .. })),
+        "{long:?}"
+    );
+    let impossible = gzipped.len() as u64 * MAX_GZIP_RATIO + 1;
+    let e = read_profile(&frame(impossible, &gzipped)[..]).unwrap_err();
+    assert!(
+        matches!(e, FormatError::Corrupt(Corruption::BodyTooLarge { .. })),
+        "{e:?}"
+    );
+    gzipped.extend_from_slice(b"xx");
+    let e = read_profile(&frame(n, &gzipped)[..]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "corrupt profile (cannot decompress the body: 2 bytes after the gzip stream)"
+    );
+}

@@ -1,0 +1,204 @@
+//! Open-file cache: every mapped binary is opened once, while its process lives, and kept open so
+//! that it can be read at the end of the recording even if the process exited or the file was
+//! deleted or replaced. Files are deduplicated by the (device, inode) that maps shows, by the
+//! (device, inode) of the opened file and by ELF build-id, so a shared library used by many
+//! processes (or the same library seen through different paths or containers) is opened and parsed
+//! once. Memory images that have no file (the vDSO) are copied into anonymous temporary files.
+//!
+//! blazesym reads each file through `/proc/self/fd/N`, which reopens exactly the file we hold.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Write as _};
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+use std::path::{Path, PathBuf};
+
+use crate::maps::MapsLine;
+
+pub(crate) type FileId = usize;
+
+/// How to reach a mapped file.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum OpenVia {
+    /// Through the live process: `/proc/PID/map_files/START-END` (works for deleted files and
+    /// other mount namespaces; needs root), then `/proc/PID/root/PATH`.
+    Process(u32),
+    /// By the path as written (maps snapshots registered by hand, tests).
+    Path,
+}
+
+#[derive(Debug)]
+pub(crate) struct OpenFile {
+    /// Kept open for the lifetime of the symbolizer; `None` when it could not be opened.
+    file: Option<File>,
+    /// What blazesym opens: `/proc/self/fd/N`.
+    fd_path: PathBuf,
+    /// Set when the file could not be opened or read: its frames stay unsymbolized.
+    error: Option<String>,
+}
+
+impl OpenFile {
+    /// The path to hand to blazesym, unless the file is unusable.
+    pub fn readable_path(&self) -> Option<&Path> {
+        match (&self.file, &self.error) {
+            (Some(_), None) => Some(&self.fd_path),
+            _ => None,
+        }
+    }
+}
+
+/// Outcome of [`FileCache::open_mapping`].
+pub(crate) enum Opened {
+    /// Already known (possibly a file that could not be opened earlier).
+    Known(FileId),
+    New(FileId),
+    /// Could not be opened; the error is remembered for this (dev, inode).
+    Failed(FileId, String),
+}
+
+impl Opened {
+    pub fn id(&self) -> FileId {
+        match self {
+            Opened::Known(id) | Opened::New(id) | Opened::Failed(id, _) => *id,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct FileCache {
+    files: Vec<OpenFile>,
+    /// (dev, inode) as printed in maps.
+    by_maps_key: HashMap<(u64, u64), FileId>,
+    /// (st_dev, st_ino) of the opened file.
+    by_stat: HashMap<(u64, u64), FileId>,
+    by_build_id: HashMap<Vec<u8>, FileId>,
+    /// In-memory images by content (there is usually one vDSO image per machine).
+    images: Vec<(Vec<u8>, FileId)>,
+}
+
+impl FileCache {
+    pub fn get(&self, id: FileId) -> &OpenFile {
+        &self.files[id]
+    }
+
+    /// Remember that a file could not be read (by blazesym); later lookups skip it.
+    pub fn mark_failed(&mut self, id: FileId, error: String) {
+        self.files[id].error = Some(error);
+    }
+
+    /// The file behind a file-backed maps line, opened now if it was not known yet.
+    pub fn open_mapping(&mut self, via: OpenVia, line: &MapsLine) -> Opened {
+        let key = (line.dev, line.inode);
+        if let Some(&id) = self.by_maps_key.get(&key) {
+            return Opened::Known(id);
+        }
+        let opened = match open_mapped_file(via, line).and_then(check_elf) {
+            Ok(file) => self.add_file(file),
+            Err(err) => {
+                let msg = err.to_string();
+                let id = self.push(OpenFile {
+                    file: None,
+                    fd_path: PathBuf::new(),
+                    error: Some(msg.clone()),
+                });
+                Opened::Failed(id, msg)
+            }
+        };
+        self.by_maps_key.insert(key, opened.id());
+        opened
+    }
+
+    /// A memory image without a file (the vDSO read from a process), copied into an anonymous
+    /// temporary file so that blazesym can read it like any ELF file.
+    pub fn add_image(&mut self, bytes: Vec<u8>) -> io::Result<FileId> {
+        if let Some((_, id)) = self.images.iter().find(|(b, _)| *b == bytes) {
+            return Ok(*id);
+        }
+        let mut file = tempfile::tempfile()?;
+        file.write_all(&bytes)?;
+        let id = self.add_file(file).id();
+        self.images.push((bytes, id));
+        Ok(id)
+    }
+
+    /// Register an opened file, or return the entry of the same file (by inode or build-id)
+    /// opened earlier, closing this one.
+    fn add_file(&mut self, file: File) -> Opened {
+        let stat_key = file.metadata().ok().map(|m| (m.dev(), m.ino()));
+        if let Some(id) = stat_key.and_then(|k| self.by_stat.get(&k)) {
+            return Opened::Known(*id);
+        }
+        let fd_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        // A broken ELF file: no build-id; blazesym will say what is wrong when symbolizing.
+        let build_id = blazesym::helper::read_elf_build_id(&fd_path)
+            .ok()
+            .flatten()
+            .map(|b| b.into_owned());
+        if let Some(id) = build_id.as_ref().and_then(|b| self.by_build_id.get(b)) {
+            let id = *id;
+            if let Some(k) = stat_key {
+                self.by_stat.insert(k, id);
+            }
+            return Opened::Known(id);
+        }
+        let id = self.push(OpenFile {
+            file: Some(file),
+            fd_path,
+            error: None,
+        });
+        if let Some(k) = stat_key {
+            self.by_stat.insert(k, id);
+        }
+        if let Some(b) = build_id {
+            self.by_build_id.insert(b, id);
+        }
+        Opened::New(id)
+    }
+
+    fn push(&mut self, f: OpenFile) -> FileId {
+        self.files.push(f);
+        self.files.len() - 1
+    }
+
+    /// Number of distinct files held (tests, statistics).
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+}
+
+/// Only ELF files can be symbolized; say so plainly rather than with blazesym's parse error.
+fn check_elf(file: File) -> io::Result<File> {
+    let mut magic = [0u8; 4];
+    match file.read_exact_at(&mut magic, 0) {
+        Ok(()) if magic == *b"\x7fELF" => Ok(file),
+        Ok(()) => Err(io::Error::other("not an ELF file")),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            Err(io::Error::other("not an ELF file"))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn open_mapped_file(via: OpenVia, line: &MapsLine) -> io::Result<File> {
+    match via {
+        OpenVia::Path => File::open(&line.path),
+        OpenVia::Process(pid) => {
+            let map_file = format!("/proc/{pid}/map_files/{:x}-{:x}", line.start, line.end);
+            match File::open(map_file) {
+                Ok(f) => Ok(f),
+                // A deleted file can only be reached through map_files.
+                Err(e) if line.deleted => Err(e),
+                Err(_) => {
+                    let f = File::open(format!("/proc/{pid}/root{}", line.path))?;
+                    if f.metadata()?.ino() != line.inode {
+                        return Err(io::Error::other(
+                            "the file was replaced since it was mapped",
+                        ));
+                    }
+                    Ok(f)
+                }
+            }
+        }
+    }
+}

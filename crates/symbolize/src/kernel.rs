@@ -1,0 +1,196 @@
+//! Kernel symbolization: names come from blazesym's kernel source (kallsyms, or a vmlinux image if
+//! one is installed). `/proc/kallsyms` is also read here once, because blazesym reports neither
+//! the kernel module a symbol belongs to nor whether an address lies in any function at all
+//! (kallsyms has no sizes, so an address past the kernel's text would be named after the
+//! nearest symbol below it, a data symbol or an end marker).
+
+use std::collections::HashMap;
+use std::fs;
+
+use blazesym::symbolize::source::{Kernel, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
+use pkprof_profile::{Frame, FrameKind};
+
+use crate::frames::{sym_frames, unknown_frame};
+use crate::Warnings;
+
+const KERNEL: &str = "[kernel]";
+
+#[derive(Debug, Default)]
+pub(crate) struct KernelFrames {
+    /// Frames (module and offset set) by address.
+    cache: HashMap<u64, Vec<Frame>>,
+    index: Option<KallsymsIndex>,
+}
+
+impl KernelFrames {
+    pub fn symbolize(
+        &mut self,
+        blaze: &Blaze,
+        addrs: &[u64],
+        warnings: &mut Warnings,
+    ) -> Vec<Vec<Frame>> {
+        let index = self
+            .index
+            .get_or_insert_with(|| KallsymsIndex::read(warnings));
+        let mut todo: Vec<u64> = addrs
+            .iter()
+            .copied()
+            .filter(|a| !self.cache.contains_key(a))
+            .collect();
+        todo.sort_unstable();
+        todo.dedup();
+        if !todo.is_empty() {
+            let src = Source::Kernel(Kernel::default());
+            match blaze.symbolize(&src, Input::AbsAddr(&todo)) {
+                Ok(results) => {
+                    for (&addr, res) in todo.iter().zip(results) {
+                        let frames = match (res, index.lookup(addr)) {
+                            // Past the end of the text, in data: no function there.
+                            (_, Some(Entry { text: false, .. })) | (Symbolized::Unknown(_), _) => {
+                                unknown(addr)
+                            }
+                            (Symbolized::Sym(sym), entry) => {
+                                let module = entry
+                                    .and_then(|e| e.module)
+                                    .map_or(KERNEL, |m| index.modules[m].as_str());
+                                let mut frames = sym_frames(&sym, FrameKind::Kernel);
+                                for f in &mut frames {
+                                    f.module = module.to_string();
+                                    f.offset = addr;
+                                }
+                                frames
+                            }
+                        };
+                        self.cache.insert(addr, frames);
+                    }
+                }
+                Err(err) => {
+                    warnings.push(format!(
+                        "cannot read kernel symbols: {err}; kernel frames stay unsymbolized"
+                    ));
+                    for &addr in &todo {
+                        self.cache.insert(addr, unknown(addr));
+                    }
+                }
+            }
+        }
+        addrs.iter().map(|a| self.cache[a].clone()).collect()
+    }
+}
+
+fn unknown(addr: u64) -> Vec<Frame> {
+    vec![unknown_frame(FrameKind::Kernel, KERNEL, KERNEL, addr)]
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    addr: u64,
+    /// A function (`t`/`T`/`w`/`W`), not data or an end marker.
+    text: bool,
+    /// Index into `modules`.
+    module: Option<usize>,
+}
+
+/// Sorted kallsyms addresses with their kind and module.
+#[derive(Debug, Default)]
+struct KallsymsIndex {
+    entries: Vec<Entry>,
+    /// `[ext4]`, `[bpf]`...
+    modules: Vec<String>,
+}
+
+impl KallsymsIndex {
+    fn read(warnings: &mut Warnings) -> Self {
+        match fs::read_to_string("/proc/kallsyms") {
+            Ok(text) => {
+                let index = Self::parse(&text);
+                if index.entries.is_empty() {
+                    warnings.push(
+                        "/proc/kallsyms shows no addresses (not root?); kernel frames stay \
+                         unsymbolized"
+                            .to_string(),
+                    );
+                }
+                index
+            }
+            Err(err) => {
+                warnings.push(format!("cannot read /proc/kallsyms: {err}"));
+                Self::default()
+            }
+        }
+    }
+
+    /// `ADDR TYPE NAME [MODULE]` lines; addresses 0 (hidden from non-root) are skipped.
+    fn parse(text: &str) -> Self {
+        let mut index = KallsymsIndex::default();
+        let mut module_ids: HashMap<&str, usize> = HashMap::new();
+        for line in text.lines() {
+            let mut it = line.split_ascii_whitespace();
+            let (Some(addr), Some(typ), Some(name)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
+            let Some(addr) = crate::maps::parse_hex(addr).filter(|&a| a != 0) else {
+                continue;
+            };
+            let text = matches!(typ, "t" | "T" | "w" | "W") && !is_end_marker(name);
+            let module = it.next().map(|m| {
+                *module_ids.entry(m).or_insert_with(|| {
+                    index.modules.push(m.to_string());
+                    index.modules.len() - 1
+                })
+            });
+            index.entries.push(Entry { addr, text, module });
+        }
+        // At one address, a function wins over data or markers.
+        index
+            .entries
+            .sort_unstable_by_key(|e| (e.addr, std::cmp::Reverse(e.text)));
+        index.entries.dedup_by_key(|e| e.addr);
+        index
+    }
+
+    /// The symbol at or below `addr`.
+    fn lookup(&self, addr: u64) -> Option<Entry> {
+        let i = self.entries.partition_point(|e| e.addr <= addr);
+        self.entries.get(i.checked_sub(1)?).copied()
+    }
+}
+
+/// Text symbols that mark the end of a text section rather than start a function.
+fn is_end_marker(name: &str) -> bool {
+    // `__irqentry_text_end`, `__entry_text_end`, `__split_text_end`... (many real functions end
+    // in `_end`, so nothing broader).
+    name == "_etext"
+        || name == "_einittext"
+        || (name.starts_with("__") && name.ends_with("_text_end"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kallsyms_index() {
+        let index = KallsymsIndex::parse(
+            "0000000000000000 A fixed_percpu_data\n\
+             ffffffff81000000 T _stext\n\
+             ffffffff81000000 T _text\n\
+             ffffffff816bab70 T vfs_read\n\
+             ffffffff82000000 T _etext\n\
+             ffffffff82200000 D some_data\n\
+             ffffffffc0200000 t ext4_read\t[ext4]\n\
+             ffffffffc0201000 t bpf_prog_abc_handler\t[bpf]\n\
+             garbage\n",
+        );
+        assert_eq!(index.modules, vec!["[ext4]", "[bpf]"]);
+        assert_eq!(index.lookup(0x1000), None);
+        let e = index.lookup(0xffffffff816bab71).unwrap();
+        assert!(e.text && e.module.is_none() && e.addr == 0xffffffff816bab70);
+        assert!(!index.lookup(0xffffffff82000010).unwrap().text);
+        assert!(!index.lookup(0xffffffff82200010).unwrap().text);
+        let e = index.lookup(0xffffffffc0200010).unwrap();
+        assert_eq!(e.module, Some(0));
+        assert_eq!(index.lookup(0xffffffffc0201010).unwrap().module, Some(1));
+    }
+}

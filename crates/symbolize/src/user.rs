@@ -1,0 +1,216 @@
+//! User-space symbolization: each address is placed in its process's captured mappings; file-backed
+//! ones become (file, file offset) and go to blazesym's ELF source in one batch per file (unique
+//! offsets not seen before only); JIT code is looked up in the perf map; everything else gets a
+//! `module+0xOFFSET` frame. Frames are cached by (file, offset), so a library shared by many
+//! processes is symbolized once per offset.
+
+use std::collections::HashMap;
+
+use blazesym::symbolize::source::{Elf, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
+use pkprof_profile::{Frame, FrameKind};
+
+use crate::files::{FileCache, FileId};
+use crate::frames::{short_name, sym_frames, unknown_frame};
+use crate::process::{Process, Target};
+use crate::Warnings;
+
+/// Where an address landed.
+enum Loc {
+    /// In a readable file, at this file offset.
+    File {
+        id: FileId,
+        off: u64,
+        module: String,
+    },
+    /// Named by the perf map.
+    Jit {
+        name: String,
+        module: String,
+        addr: u64,
+    },
+    /// In a mapping nothing can name: `module+0xOFFSET`.
+    Unnamed { module: String, off: u64 },
+    /// In no mapping at all.
+    Unknown { addr: u64 },
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct UserFrames {
+    /// Frames (module and offset not set) by (file, file offset); empty when blazesym had no
+    /// symbol there.
+    cache: HashMap<(FileId, u64), Vec<Frame>>,
+}
+
+impl UserFrames {
+    pub fn symbolize(
+        &mut self,
+        blaze: &Blaze,
+        files: &mut FileCache,
+        pid: u32,
+        mut process: Option<&mut Process>,
+        addrs: &[u64],
+        warnings: &mut Warnings,
+    ) -> Vec<Vec<Frame>> {
+        // Work per unique address; samples repeat the same few thousand addresses.
+        let mut unique: Vec<u64> = Vec::new();
+        let mut slot_of: HashMap<u64, usize> = HashMap::new();
+        let slots: Vec<usize> = addrs
+            .iter()
+            .map(|&a| {
+                *slot_of.entry(a).or_insert_with(|| {
+                    unique.push(a);
+                    unique.len() - 1
+                })
+            })
+            .collect();
+        let locs: Vec<Loc> = unique
+            .iter()
+            .map(|&addr| locate(process.as_deref_mut(), files, addr))
+            .collect();
+
+        // One batch of unique, not yet symbolized offsets per file.
+        let mut batches: HashMap<FileId, (Vec<u64>, &str)> = HashMap::new();
+        for loc in &locs {
+            if let Loc::File { id, off, module } = loc {
+                if !self.cache.contains_key(&(*id, *off)) {
+                    batches
+                        .entry(*id)
+                        .or_insert_with(|| (Vec::new(), module))
+                        .0
+                        .push(*off);
+                }
+            }
+        }
+        for (id, (mut offs, module)) in batches {
+            offs.sort_unstable();
+            offs.dedup();
+            self.symbolize_file(blaze, files, id, &offs, pid, module, warnings);
+        }
+
+        let frames: Vec<Vec<Frame>> = locs.iter().map(|loc| self.frames(loc)).collect();
+        slots.iter().map(|&i| frames[i].clone()).collect()
+    }
+
+    fn symbolize_file(
+        &mut self,
+        blaze: &Blaze,
+        files: &mut FileCache,
+        id: FileId,
+        offs: &[u64],
+        pid: u32,
+        module: &str,
+        warnings: &mut Warnings,
+    ) {
+        let Some(path) = files.get(id).readable_path() else {
+            return;
+        };
+        let src = Source::Elf(Elf::new(path));
+        match blaze.symbolize(&src, Input::FileOffset(offs)) {
+            Ok(results) => {
+                for (off, res) in offs.iter().zip(results) {
+                    let frames = match res {
+                        Symbolized::Sym(sym) => sym_frames(&sym, FrameKind::User),
+                        Symbolized::Unknown(_) => Vec::new(),
+                    };
+                    self.cache.insert((id, *off), frames);
+                }
+            }
+            Err(err) => {
+                warnings.push(format!(
+                    "pid {pid}: cannot read {module}: {err}; its frames stay unsymbolized"
+                ));
+                files.mark_failed(id, err.to_string());
+            }
+        }
+    }
+
+    fn frames(&self, loc: &Loc) -> Vec<Frame> {
+        match loc {
+            Loc::File { id, off, module } => match self.cache.get(&(*id, *off)) {
+                Some(frames) if !frames.is_empty() => frames
+                    .iter()
+                    .map(|f| Frame {
+                        module: module.clone(),
+                        offset: *off,
+                        ..f.clone()
+                    })
+                    .collect(),
+                _ => vec![unknown_frame(
+                    FrameKind::User,
+                    short_name(module),
+                    module,
+                    *off,
+                )],
+            },
+            Loc::Jit { name, module, addr } => vec![Frame {
+                kind: FrameKind::User,
+                name: name.clone(),
+                module: module.clone(),
+                offset: *addr,
+                symbolized: true,
+                ..Frame::default()
+            }],
+            Loc::Unnamed { module, off } => {
+                vec![unknown_frame(
+                    FrameKind::User,
+                    short_name(module),
+                    module,
+                    *off,
+                )]
+            }
+            Loc::Unknown { addr } => {
+                vec![unknown_frame(
+                    FrameKind::User,
+                    "[unknown]",
+                    "[unknown]",
+                    *addr,
+                )]
+            }
+        }
+    }
+}
+
+fn locate(process: Option<&mut Process>, files: &FileCache, addr: u64) -> Loc {
+    let Some(p) = process else {
+        return Loc::Unknown { addr };
+    };
+    let mapping = p.find(addr).cloned();
+    if let Some(m) = &mapping {
+        let off = addr - m.start + m.offset;
+        if let Target::File(id) = m.target {
+            if files.get(id).readable_path().is_some() {
+                return Loc::File {
+                    id,
+                    off,
+                    module: m.module.clone(),
+                };
+            }
+            return Loc::Unnamed {
+                module: m.module.clone(),
+                off,
+            };
+        }
+    }
+    // Anonymous memory, special mappings and unmapped addresses: JIT code?
+    p.refresh_perf_map();
+    if let Some(name) = p.perf_map.lookup(addr) {
+        return Loc::Jit {
+            name: name.to_string(),
+            module: p.perf_map_module.clone(),
+            addr,
+        };
+    }
+    match mapping {
+        // Anonymous memory has no file offset: the address is the offset.
+        Some(m) if m.target == Target::Anon => Loc::Unnamed {
+            module: m.module,
+            off: addr,
+        },
+        Some(m) => Loc::Unnamed {
+            off: addr - m.start + m.offset,
+            module: m.module,
+        },
+        None => Loc::Unknown { addr },
+    }
+}
