@@ -272,6 +272,20 @@ fn header_errors_name_the_problem() {
 }
 
 #[test]
+fn a_body_that_would_expand_too_much_is_stored_uncompressed() {
+    let mut p = rich();
+    p.meta.warnings.push("a".repeat(1 << 20));
+    let bytes = to_bytes(&p);
+    assert_eq!(&bytes[12..16], &0u32.to_le_bytes(), "compression none");
+    assert_eq!(read(&bytes).unwrap(), p);
+    assert_eq!(
+        &to_bytes(&rich())[12..16],
+        &1u32.to_le_bytes(),
+        "compression gzip"
+    );
+}
+
+#[test]
 fn writer_refuses_profiles_it_could_not_read_back() {
     let mut p = rich();
     p.samples[0].stack = p.stacks.len() as u32;

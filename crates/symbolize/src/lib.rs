@@ -134,6 +134,10 @@ impl Symbolizer {
     /// `lines`, functions inlined at that address follow the function they are inlined into,
     /// marked `inlined`). Never drops an address: unknown ones become `module+0xOFFSET` (file
     /// offset), `[anon]+0xADDR` for anonymous memory, `[unknown]+0xADDR` outside every mapping.
+    /// JIT code named by `/tmp/perf-PID.map` gets that name, module = the map's path.
+    ///
+    /// `Frame::offset` is the file offset in `module`; for JIT, anonymous and unknown addresses,
+    /// which have no file, it is the address itself.
     ///
     /// Best called once per pid with all its unique addresses; results are cached by (file,
     /// offset), so repeated calls only pay for new addresses.

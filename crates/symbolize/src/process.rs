@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt as _;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::SymbolizeError;
 use crate::files::{FileCache, FileId, OpenVia, Opened};
@@ -52,8 +52,8 @@ pub(crate) struct Process {
     perf_map_paths: Vec<PathBuf>,
     /// Module name of JIT frames: the map's path as the process sees it.
     pub perf_map_module: String,
-    /// The perf map was re-read at symbolization time already.
-    perf_map_refreshed: bool,
+    /// Size and modification time of the perf map when last read (re-read only when changed).
+    perf_map_stamp: Option<(u64, SystemTime)>,
     last_capture: Instant,
     /// Pages of addresses that were still unmapped after a re-capture.
     misses: HashSet<u64>,
@@ -119,7 +119,7 @@ impl Process {
             perf_map: PerfMap::default(),
             perf_map_paths,
             perf_map_module: format!("/tmp/perf-{nspid}.map"),
-            perf_map_refreshed: false,
+            perf_map_stamp: None,
             last_capture: Instant::now(),
             misses: HashSet::new(),
             gone: false,
@@ -191,19 +191,23 @@ impl Process {
         true
     }
 
-    /// Re-read the perf map once at symbolization time: JITs append to it while they run, so the
-    /// copy taken at capture may be incomplete. Keeps the captured copy if the file is gone.
-    pub fn refresh_perf_map(&mut self) {
-        if !self.perf_map_refreshed {
-            self.perf_map_refreshed = true;
-            self.read_perf_map();
-        }
-    }
-
-    fn read_perf_map(&mut self) {
+    /// Re-read the perf map if it changed since it was last read: JITs append to it while they
+    /// run, so the copy taken at capture may be incomplete. Keeps the copy if the file is gone.
+    pub fn read_perf_map(&mut self) {
         for path in &self.perf_map_paths {
+            let Ok(meta) = fs::metadata(path) else {
+                continue;
+            };
+            let stamp = (
+                meta.len(),
+                meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            );
+            if self.perf_map_stamp == Some(stamp) {
+                return;
+            }
             if let Ok(data) = fs::read(path) {
                 self.perf_map = PerfMap::parse(&data);
+                self.perf_map_stamp = Some(stamp);
                 return;
             }
         }

@@ -64,9 +64,10 @@ impl UserFrames {
                 })
             })
             .collect();
+        let mut perf_map_read = false;
         let locs: Vec<Loc> = unique
             .iter()
-            .map(|&addr| locate(process.as_deref_mut(), files, addr))
+            .map(|&addr| locate(process.as_deref_mut(), files, addr, &mut perf_map_read))
             .collect();
 
         // One batch of unique, not yet symbolized offsets per file.
@@ -85,44 +86,39 @@ impl UserFrames {
         for (id, (mut offs, module)) in batches {
             offs.sort_unstable();
             offs.dedup();
-            self.symbolize_file(blaze, files, id, &offs, pid, module, warnings);
-        }
-
-        let frames: Vec<Vec<Frame>> = locs.iter().map(|loc| self.frames(loc)).collect();
-        slots.iter().map(|&i| frames[i].clone()).collect()
-    }
-
-    fn symbolize_file(
-        &mut self,
-        blaze: &Blaze,
-        files: &mut FileCache,
-        id: FileId,
-        offs: &[u64],
-        pid: u32,
-        module: &str,
-        warnings: &mut Warnings,
-    ) {
-        let Some(path) = files.get(id).readable_path() else {
-            return;
-        };
-        let src = Source::Elf(Elf::new(path));
-        match blaze.symbolize(&src, Input::FileOffset(offs)) {
-            Ok(results) => {
-                for (off, res) in offs.iter().zip(results) {
-                    let frames = match res {
-                        Symbolized::Sym(sym) => sym_frames(&sym, FrameKind::User),
-                        Symbolized::Unknown(_) => Vec::new(),
-                    };
-                    self.cache.insert((id, *off), frames);
-                }
-            }
-            Err(err) => {
+            if let Err(err) = self.symbolize_file(blaze, files, id, &offs) {
                 warnings.push(format!(
                     "pid {pid}: cannot read {module}: {err}; its frames stay unsymbolized"
                 ));
                 files.mark_failed(id, err.to_string());
             }
         }
+
+        let frames: Vec<Vec<Frame>> = locs.iter().map(|loc| self.frames(loc)).collect();
+        slots.iter().map(|&i| frames[i].clone()).collect()
+    }
+
+    /// One blazesym batch: the file's unique offsets, sorted. An error concerns the whole file.
+    fn symbolize_file(
+        &mut self,
+        blaze: &Blaze,
+        files: &FileCache,
+        id: FileId,
+        offs: &[u64],
+    ) -> Result<(), blazesym::Error> {
+        let Some(path) = files.get(id).readable_path() else {
+            return Ok(());
+        };
+        let src = Source::Elf(Elf::new(path));
+        let results = blaze.symbolize(&src, Input::FileOffset(offs))?;
+        for (off, res) in offs.iter().zip(results) {
+            let frames = match res {
+                Symbolized::Sym(sym) => sym_frames(&sym, FrameKind::User),
+                Symbolized::Unknown(_) => Vec::new(),
+            };
+            self.cache.insert((id, *off), frames);
+        }
+        Ok(())
     }
 
     fn frames(&self, loc: &Loc) -> Vec<Frame> {
@@ -171,7 +167,13 @@ impl UserFrames {
     }
 }
 
-fn locate(process: Option<&mut Process>, files: &FileCache, addr: u64) -> Loc {
+/// Place `addr`; the perf map is re-read (if changed) at most once per call (`perf_map_read`).
+fn locate(
+    process: Option<&mut Process>,
+    files: &FileCache,
+    addr: u64,
+    perf_map_read: &mut bool,
+) -> Loc {
     let Some(p) = process else {
         return Loc::Unknown { addr };
     };
@@ -193,7 +195,10 @@ fn locate(process: Option<&mut Process>, files: &FileCache, addr: u64) -> Loc {
         }
     }
     // Anonymous memory, special mappings and unmapped addresses: JIT code?
-    p.refresh_perf_map();
+    if !*perf_map_read {
+        *perf_map_read = true;
+        p.read_perf_map();
+    }
     if let Some(name) = p.perf_map.lookup(addr) {
         return Loc::Jit {
             name: name.to_string(),

@@ -373,3 +373,91 @@ fn missing_process() {
         vec!["[unknown]+0x1000"]
     );
 }
+
+/// The vDSO has no file: it is copied out of the process's memory at capture time. An address in
+/// its `clock_gettime` (found in that same image: the vDSO is mapped from file offset 0) is named
+/// after it (`__vdso_clock_gettime` or its alias `clock_gettime`), module `[vdso]`.
+#[test]
+#[ignore = "needs root"]
+fn vdso_is_symbolized() {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    use std::os::unix::fs::FileExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_spin(dir.path());
+    let mut fixture = Running::start(&exe, &[]);
+    let pid = fixture.pid();
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let line = maps.lines().find(|l| l.ends_with("[vdso]")).unwrap();
+    let (start, end) = line
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .split_once('-')
+        .unwrap();
+    let start = u64::from_str_radix(start, 16).unwrap();
+    let end = u64::from_str_radix(end, 16).unwrap();
+    let mut image = vec![0u8; (end - start) as usize];
+    fs::File::open(format!("/proc/{pid}/mem"))
+        .unwrap()
+        .read_exact_at(&mut image, start)
+        .unwrap();
+    let elf = object::File::parse(&*image).unwrap();
+    let s = elf
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok("__vdso_clock_gettime"))
+        .unwrap();
+    let section = elf.section_by_index(s.section_index().unwrap()).unwrap();
+    let file_offset = s.address() - section.address() + section.file_range().unwrap().0;
+
+    let mut sym = Symbolizer::new(SymbolizerOptions::default());
+    sym.capture_process(pid).unwrap();
+    fixture.kill();
+    let f = &sym.symbolize_user(pid, &[start + file_offset + 1])[0];
+    assert!(
+        f[0].name == "__vdso_clock_gettime" || f[0].name == "clock_gettime",
+        "{f:?}"
+    );
+    assert_eq!(
+        (f[0].module.as_str(), f[0].offset),
+        ("[vdso]", file_offset + 1)
+    );
+}
+
+/// Code mapped after the capture (here: the fixture maps its own executable once more, at offset
+/// 0, as a dlopen would map a library). Before `ensure_mapped` an address there is
+/// `[unknown]+0xADDR`; `ensure_mapped` re-captures the live process and the address becomes
+/// `pkprof_fixture_leaf` (file offset = symbol's file offset, since the mapping starts at offset
+/// 0). Mappings captured first stay known.
+#[test]
+#[ignore = "needs root"]
+fn late_mappings_are_captured_by_ensure_mapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_spin(dir.path());
+    let leaf = function_in_file(&exe, "pkprof_fixture_leaf");
+    let mut fixture = Running::start(&exe, &["late"]);
+    let pid = fixture.pid();
+    let mut sym = Symbolizer::new(SymbolizerOptions::default());
+    sym.capture_process(pid).unwrap();
+    let first_addr = runtime_address(pid, &exe, leaf.file_offset);
+
+    let late = fixture.ask("go");
+    let late = u64::from_str_radix(late.strip_prefix("late 0x").unwrap(), 16).unwrap();
+    let late_addr = late + leaf.file_offset;
+    assert_eq!(
+        names(&sym.symbolize_user(pid, &[late_addr])[0]),
+        vec![format!("[unknown]+{late_addr:#x}")]
+    );
+    // Re-captures are rate-limited (20 ms per process).
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    sym.ensure_mapped(pid, late_addr);
+    sym.ensure_mapped(pid, first_addr);
+    fixture.kill();
+
+    let frames = sym.symbolize_user(pid, &[late_addr, first_addr]);
+    for f in &frames {
+        assert_eq!(names(f), vec!["pkprof_fixture_leaf"]);
+        assert_eq!(f[0].module, exe.to_str().unwrap());
+        assert_eq!(f[0].offset, leaf.file_offset);
+    }
+}

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub mod netns;
+
 pub fn pkprof_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_pkprof"))
 }

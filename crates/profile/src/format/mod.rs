@@ -2,9 +2,9 @@
 //! (`proto/pkprof_profile.proto`), gzip-compressed. docs/profile-format.md is the specification.
 //!
 //! Reading never panics and bounds its memory: the stored body is read only as far as the input
-//! really goes, and the decompressed body may not exceed [`MAX_BODY_LEN`] nor what deflate can
-//! possibly produce from the stored bytes ([`MAX_GZIP_RATIO`]). Every index and enum value is
-//! checked, so reports may index a profile's tables freely.
+//! really goes, and the decompressed body may not exceed [`MAX_BODY_LEN`] nor [`MAX_EXPANSION`]
+//! times the stored body (the writer stores a body that would expand more uncompressed). Every
+//! index and enum value is checked, so reports may index a profile's tables freely.
 
 mod decode;
 mod encode;
@@ -35,16 +35,20 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 36;
 /// Largest body accepted, stored or decompressed: 4 GiB.
 pub const MAX_BODY_LEN: u64 = 4 << 30;
-/// deflate cannot expand one input byte into more than 1032 output bytes (258-byte matches coded
-/// in 2 bits), so a header that claims more is corrupt.
-pub const MAX_GZIP_RATIO: u64 = 1032;
+/// Largest ratio of decompressed to stored body accepted. Real profiles gzip about 5:1; a body
+/// that would compress better than this is stored uncompressed by the writer, so no file it
+/// writes is refused. Decoding costs up to ~60 bytes of memory per body byte (a body of empty
+/// messages), so this bounds the reader's memory to a few thousand times the file's size.
+pub const MAX_EXPANSION: u64 = 64;
 
-/// Writes `p` as a profile file (gzip-compressed body).
+/// Writes `p` as a profile file (gzip-compressed body, or stored if it would expand more than
+/// [`MAX_EXPANSION`] times).
 pub fn write_profile<W: Write>(p: &Profile, w: W) -> Result<(), FormatError> {
     write_profile_with(p, w, Compression::Gzip)
 }
 
-/// Writes `p` as a profile file with the given body compression.
+/// Writes `p` as a profile file with the given body compression (gzip falls back to none, as in
+/// [`write_profile`]).
 pub fn write_profile_with<W: Write>(
     p: &Profile,
     mut w: W,
@@ -59,13 +63,18 @@ pub fn write_profile_with<W: Write>(
         };
         return Err(FormatError::InvalidProfile(too_large));
     }
-    let body = match compression {
-        Compression::None => raw,
+    let (compression, body) = match compression {
+        Compression::None => (Compression::None, raw),
         Compression::Gzip => {
             let out = Vec::with_capacity(raw.len() / 4);
             let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
             gz.write_all(&raw).map_err(FormatError::io)?;
-            gz.finish().map_err(FormatError::io)?
+            let gz = gz.finish().map_err(FormatError::io)?;
+            if raw_len > MAX_EXPANSION * gz.len() as u64 {
+                (Compression::None, raw) // readers would refuse the expansion
+            } else {
+                (Compression::Gzip, gz)
+            }
         }
     };
     let header = Header {
@@ -84,7 +93,7 @@ pub fn read_profile<R: Read>(mut r: R) -> Result<Profile, FormatError> {
     let h = Header::read(&mut r)?;
     let limit = match h.compression {
         Compression::None => h.body_len.min(MAX_BODY_LEN),
-        Compression::Gzip => h.body_len.saturating_mul(MAX_GZIP_RATIO).min(MAX_BODY_LEN),
+        Compression::Gzip => h.body_len.saturating_mul(MAX_EXPANSION).min(MAX_BODY_LEN),
     };
     if h.body_len > MAX_BODY_LEN || h.raw_len > limit {
         let declared = h.raw_len.max(h.body_len);

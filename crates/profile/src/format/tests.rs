@@ -238,7 +238,7 @@ fn gzip_body_sizes_are_checked() {
         matches!(long, FormatError::Corrupt(Corruption::BodyShort { .. })),
         "{long:?}"
     );
-    let impossible = gzipped.len() as u64 * MAX_GZIP_RATIO + 1;
+    let impossible = gzipped.len() as u64 * MAX_EXPANSION + 1;
     let e = read_profile(&frame(impossible, &gzipped)[..]).unwrap_err();
     assert!(
         matches!(e, FormatError::Corrupt(Corruption::BodyTooLarge { .. })),

@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use object::{Object, ObjectSection, ObjectSymbol};
 
@@ -57,16 +57,19 @@ pub struct Running {
     pub child: Child,
     /// Lines printed before "ready".
     pub lines: Vec<String>,
-    _stdout: BufReader<ChildStdout>,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
 }
 
 impl Running {
     pub fn start(exe: &Path, args: &[&str]) -> Running {
         let mut child = Command::new(exe)
             .args(args)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", exe.display()));
+        let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut lines = Vec::new();
         loop {
@@ -82,8 +85,18 @@ impl Running {
         Running {
             child,
             lines,
-            _stdout: stdout,
+            stdin,
+            stdout,
         }
+    }
+
+    /// Send a line to the fixture and return the line it answers.
+    pub fn ask(&mut self, line: &str) -> String {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).unwrap();
+        answer.trim_end().to_string()
     }
 
     pub fn pid(&self) -> u32 {

@@ -1,0 +1,438 @@
+//! `pkprof record` against real workloads (root and BPF needed: run with
+//! `cargo test -p pkprof --test record -- --include-ignored --nocapture --test-threads=1`).
+//!
+//! Each test records a C workload built with frame pointers, reads the profile file back with
+//! pkprof-profile, and checks what the kernel really did: the split of CPU between two functions
+//! of known work, kernel frames joined under the user call site at the syscall boundary, NET_RX
+//! softirq samples labelled with the socket's reader rather than with the process they
+//! interrupted, exact call and syscall counts, and symbolization of processes that exited or whose
+//! binary was deleted.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::netns::Link;
+use common::*;
+use pkprof_profile::{Bucket, Context, FrameKind, Profile};
+
+/// A running `pkprof record`; `start` returns once sampling runs.
+struct Recording {
+    child: Child,
+    output: PathBuf,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Recording {
+    fn start(name: &str, args: &[&str]) -> Recording {
+        let output = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.pkprof"));
+        let _ = std::fs::remove_file(&output);
+        let mut child = Command::new(pkprof_bin())
+            .arg("record")
+            .arg("-o")
+            .arg(&output)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("pkprof starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("pkprof: {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let rec = Recording {
+            child,
+            output,
+            stderr: rx,
+        };
+        loop {
+            let line = rec
+                .stderr
+                .recv_timeout(Duration::from_secs(30))
+                .expect("pkprof record starts sampling within 30 s");
+            if line.contains("recording at") {
+                return rec;
+            }
+        }
+    }
+
+    /// Waits for the end of the recording; returns the summary and the profile.
+    fn finish(mut self) -> (String, Profile) {
+        let mut stdout = String::new();
+        use std::io::Read;
+        self.child
+            .stdout
+            .take()
+            .expect("piped stdout")
+            .read_to_string(&mut stdout)
+            .expect("summary");
+        let status = self.child.wait().expect("pkprof exits");
+        assert!(status.success(), "pkprof record failed: {status}");
+        eprintln!("{stdout}");
+        let profile = pkprof_profile::load(&self.output).expect("the profile reads back");
+        (stdout, profile)
+    }
+}
+
+/// Runs `pkprof record ARGS` to the end.
+fn record(name: &str, args: &[&str]) -> (String, Profile) {
+    Recording::start(name, args).finish()
+}
+
+/// Samples of `pid` (served) whose leaf frame is named `func`.
+fn self_samples(p: &Profile, pid: u32, func: &str) -> u64 {
+    p.samples
+        .iter()
+        .filter(|s| s.pid == pid)
+        .filter(|s| {
+            let frames = &p.stacks[s.stack as usize].frames;
+            frames
+                .last()
+                .is_some_and(|f| p.frames[*f as usize].name == func)
+        })
+        .map(|s| s.count)
+        .sum()
+}
+
+fn frame_names(p: &Profile, stack: u32) -> Vec<(FrameKind, &str)> {
+    p.stack_frames(stack)
+        .map(|f| (f.kind, f.name.as_str()))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn hot_functions_split_seventy_thirty() {
+    let bin = build_workload("hot_split");
+    let bin_s = bin.to_str().unwrap();
+    let (summary, p) = record("hot", &["-F", "999", "--", bin_s, "4"]);
+    let pid = p.meta.targets.pids[0];
+    let seventy = self_samples(&p, pid, "hot_seventy");
+    let thirty = self_samples(&p, pid, "hot_thirty");
+    let share = seventy as f64 * 100.0 / (seventy + thirty).max(1) as f64;
+    eprintln!(
+        "hot_seventy {seventy}, hot_thirty {thirty}: {share:.1}% / {:.1}%",
+        100.0 - share
+    );
+    // 4 s at 999 Hz: up to ~4,000 samples of the workload (fewer on a busy machine); with 500 the
+    // standard error of the share is ~2 points. The expected split is 70/30 by construction.
+    assert!(
+        seventy + thirty > 500,
+        "too few samples: {seventy} + {thirty}"
+    );
+    assert!(
+        (65.0..=75.0).contains(&share),
+        "hot_seventy's share {share:.1}% is not 70 +- 5"
+    );
+    // Labelled with the process, named PIDu: in the summary, from the workload binary.
+    assert!(
+        summary.contains(&format!("{pid}u:hot_seventy")),
+        "{summary}"
+    );
+    let hot = p.frames.iter().find(|f| f.name == "hot_seventy").unwrap();
+    assert_eq!(hot.kind, FrameKind::User);
+    assert!(
+        hot.symbolized && hot.module.ends_with("workload-hot_split"),
+        "{hot:?}"
+    );
+    // Samples agree with the exact accounting of the same run: samples x period ~ CPU time.
+    let proc_info = p
+        .processes
+        .iter()
+        .find(|x| x.pid == pid)
+        .expect("process row");
+    let sampled_ns: u64 = (p.samples.iter().filter(|s| s.pid == pid))
+        .map(|s| s.count * p.meta.period_ns)
+        .sum();
+    let exact_ns = proc_info.task_ns;
+    eprintln!("sampled {sampled_ns} ns vs exact {exact_ns} ns");
+    assert!(
+        proc_info.target && exact_ns > 1_000_000_000,
+        "{proc_info:?}"
+    );
+    assert!(
+        rel_err(sampled_ns, exact_ns).abs() < 0.1,
+        "sampled {sampled_ns} vs exact {exact_ns}"
+    );
+    assert_eq!(p.meta.frequency_hz, 999);
+    assert!(p.meta.overhead.bpf_run_count > 0 && p.meta.cpu_time.total_ns > 0);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn kernel_frames_join_the_user_call_site() {
+    let bin = build_workload("zero_reader");
+    let bin_s = bin.to_str().unwrap();
+    let (_, p) = record("zero", &["-F", "999", "--syscalls", "--", bin_s, "3"]);
+    let pid = p.meta.targets.pids[0];
+    let (mut joined, mut total) = (0, 0);
+    for s in p.samples.iter().filter(|s| s.pid == pid) {
+        total += s.count;
+        let names = frame_names(&p, s.stack);
+        // root first: ... read_zeros (user) ... sys_readv (boundary) kernel frames ... *zero*
+        let user = names
+            .iter()
+            .position(|(k, n)| *k == FrameKind::User && *n == "read_zeros");
+        let sys = names
+            .iter()
+            .position(|(k, n)| *k == FrameKind::Syscall && *n == "sys_readv");
+        if let (Some(u), Some(b)) = (user, sys) {
+            let kernel_below = names[b + 1..].iter().all(|(k, _)| *k == FrameKind::Kernel);
+            let zero_work = names[b + 1..].iter().any(|(_, n)| n.contains("zero"));
+            if u < b && kernel_below && zero_work && b + 1 < names.len() {
+                assert_eq!(s.context, Context::Syscall);
+                assert_eq!(s.bucket, Bucket::Process);
+                joined += s.count;
+            }
+        }
+    }
+    eprintln!("{joined} of {total} samples of pid {pid} run read_zeros -> sys_readv -> kernel");
+    // The workload spends nearly all its time copying zeros in the kernel.
+    assert!(total > 1_000, "too few samples: {total}");
+    assert!(joined * 100 > total * 80, "only {joined} of {total} joined");
+    // Exact syscall counts ride along: readv as often as the workload says it called it.
+    let readv = p
+        .syscalls
+        .iter()
+        .find(|s| s.pid == pid && s.name == "readv")
+        .expect("readv counted");
+    assert!(readv.total_ns > 0);
+    assert!(p
+        .processes
+        .iter()
+        .any(|x| x.pid == pid && x.sys_ns > x.user_ns));
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn exact_counts_of_calls_and_syscalls() {
+    let (hot, zero) = (build_workload("hot_split"), build_workload("zero_reader"));
+    // uprobe counts against what the workload counted itself.
+    let probe = format!("hot_thirty@{}", hot.display());
+    let out = Recording::start(
+        "count",
+        &["--count", &probe, "--", hot.to_str().unwrap(), "1"],
+    );
+    let (summary, p) = out.finish();
+    let pid = p.meta.targets.pids[0];
+    let counted = p
+        .func_counts
+        .iter()
+        .find(|c| c.pid == pid && c.function == "hot_thirty")
+        .expect("hot_thirty counted")
+        .count;
+    // The command's stdout is pkprof's: its own count comes before the summary.
+    let said: u64 = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("calls "))
+        .and_then(|v| v.split_whitespace().next())
+        .expect("the workload's calls line")
+        .parse()
+        .unwrap();
+    assert_eq!(counted, said, "uprobe count vs the workload's own count");
+
+    let (summary, p) = record("sys", &["--syscalls", "--", zero.to_str().unwrap(), "1"]);
+    let pid = p.meta.targets.pids[0];
+    let reads: u64 = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("reads "))
+        .and_then(|v| v.split_whitespace().next())
+        .expect("the workload's reads line")
+        .parse()
+        .unwrap();
+    let readv = p
+        .syscalls
+        .iter()
+        .find(|s| s.pid == pid && s.name == "readv")
+        .expect("readv counted");
+    assert_eq!(readv.count, reads, "exact syscall count");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn net_rx_softirq_samples_belong_to_the_receiver() {
+    let (send_bin, recv_bin, hog_bin) = (
+        build_workload("net_send"),
+        build_workload("net_recv"),
+        build_workload("net_hog"),
+    );
+    let link = Link::new("rec", false);
+    let wait = Duration::from_secs(20);
+    // The hog spins on CPU 1, where RPS steers the receive work; the receiver sleeps on CPU 0.
+    let mut hog = Proc::spawn(cmd(&hog_bin, &["1"]));
+    hog.expect("hog", wait);
+    let mut recv = Proc::spawn(cmd(
+        &recv_bin,
+        &[&link.rx.0, "udp", link.rx_addr, "7001", "0"],
+    ));
+    recv.expect("ready", wait);
+    let (rpid, hpid) = (recv.pid(), hog.pid());
+    let pids = format!("{rpid},{hpid}");
+    let rec = Recording::start("net", &["-F", "999", "-p", &pids, "--duration", "4"]);
+    let args = [
+        &link.tx.0[..],
+        "udp",
+        link.rx_addr,
+        "7001:1",
+        "0",
+        "2.5",
+        "64",
+        "0",
+    ];
+    let mut sender = Proc::spawn(cmd(&send_bin, &args));
+    sender.expect("sent", wait);
+    sender.wait(wait);
+    let (_, p) = rec.finish();
+    recv.close_stdin();
+    recv.expect("received", wait);
+    hog.close_stdin();
+    hog.expect("spun", wait);
+
+    let net_rx = |pid: u32| -> u64 {
+        p.samples
+            .iter()
+            .filter(|s| s.pid == pid && s.context == Context::SoftIrq(3))
+            .map(|s| s.count)
+            .sum()
+    };
+    let (to_receiver, to_hog) = (net_rx(rpid), net_rx(hpid));
+    // The softirq path is there, labelled PIDk: for the receiver, and its user stack is not the hog's.
+    let with_net_frames: u64 = p
+        .samples
+        .iter()
+        .filter(|s| s.pid == rpid && s.context == Context::SoftIrq(3))
+        .filter(|s| {
+            let names = frame_names(&p, s.stack);
+            names.iter().all(|(k, _)| *k == FrameKind::Kernel)
+                && names.iter().any(|(_, n)| n.contains("net_rx_action"))
+        })
+        .map(|s| s.count)
+        .sum();
+    let hog_current: u64 = p
+        .samples
+        .iter()
+        .filter(|s| s.pid == rpid && s.context == Context::SoftIrq(3) && s.current_pid == hpid)
+        .map(|s| s.count)
+        .sum();
+    eprintln!(
+        "NET_RX samples: receiver {to_receiver} ({with_net_frames} with net_rx_action, \
+         {hog_current} taken while the hog was current), hog {to_hog}"
+    );
+    assert!(
+        to_receiver >= 100,
+        "too few NET_RX samples for the receiver: {to_receiver}"
+    );
+    assert!(
+        to_hog * 50 <= to_receiver,
+        "the hog got {to_hog} NET_RX samples"
+    );
+    assert!(with_net_frames * 10 >= to_receiver * 9);
+    // The receive work ran in other tasks' context (the hog, ksoftirqd), not in the receiver's.
+    let elsewhere: u64 = (p.samples.iter())
+        .filter(|s| s.pid == rpid && s.context == Context::SoftIrq(3) && s.current_pid != rpid)
+        .map(|s| s.count)
+        .sum();
+    assert!(
+        elsewhere * 2 >= to_receiver,
+        "{elsewhere} of {to_receiver} ran elsewhere"
+    );
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn exited_process_and_deleted_binary_are_still_symbolized() {
+    let bin = build_workload("hot_split");
+    // A copy of the binary, deleted while its process runs.
+    let copy = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hot_split-to-delete");
+    std::fs::copy(&bin, &copy).expect("copy the workload");
+    let rec = Recording::start("exited", &["-a", "-F", "499", "--duration", "3"]);
+    let mut short = Proc::spawn(cmd(&bin, &["1"]));
+    let mut deleted = Proc::spawn(cmd(&copy, &["1.5"]));
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_file(&copy).expect("delete the running binary");
+    short.expect("calls", Duration::from_secs(10));
+    deleted.expect("calls", Duration::from_secs(10));
+    short.wait(Duration::from_secs(5));
+    deleted.wait(Duration::from_secs(5));
+    let (_, p) = rec.finish();
+    for (who, pid) in [("exited", short.pid()), ("deleted binary", deleted.pid())] {
+        let n = self_samples(&p, pid, "hot_seventy");
+        eprintln!("{who}: {n} samples in hot_seventy");
+        assert!(
+            n > 50,
+            "{who} process {pid}: hot_seventy not symbolized ({n} samples)"
+        );
+        let info = p
+            .processes
+            .iter()
+            .find(|x| x.pid == pid)
+            .expect("process row");
+        assert!(info.exited, "{info:?}");
+    }
+    assert_eq!(p.meta.targets.kind, pkprof_profile::TargetKind::System);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn bad_targets_fail_with_one_line() {
+    let bin = build_workload("hot_split");
+    let out_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bad.pkprof");
+    let _ = std::fs::remove_file(&out_path);
+    let out_s = out_path.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = run_with_timeout(
+            Command::new(pkprof_bin()).arg("record").args(args),
+            Duration::from_secs(30),
+        );
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+        err
+    };
+    let err = run(&["-o", out_s, "-p", "4000000", "--duration", "1"]);
+    assert!(err.contains("no process with PID 4000000"), "{err}");
+    let missing_func = format!("no_such_function@{}", bin.display());
+    let err = run(&[
+        "-o",
+        out_s,
+        "--count",
+        &missing_func,
+        "-a",
+        "--duration",
+        "1",
+    ]);
+    assert!(err.contains("no_such_function"), "{err}");
+    let err = run(&[
+        "-o",
+        out_s,
+        "--count",
+        "f@/nonexistent/binary",
+        "-a",
+        "--duration",
+        "1",
+    ]);
+    assert!(err.contains("/nonexistent/binary"), "{err}");
+    let err = run(&[
+        "-o",
+        out_s,
+        "--cgroup",
+        "/sys/fs/cgroup/no-such-group",
+        "--duration",
+        "1",
+    ]);
+    assert!(err.contains("no cgroup"), "{err}");
+    let err = run(&["-o", "/nonexistent-dir/x.pkprof", "-a", "--duration", "1"]);
+    assert!(err.contains("cannot write the profile"), "{err}");
+    assert!(!out_path.exists(), "a failed run left a profile behind");
+}
