@@ -368,8 +368,9 @@ static __always_inline int on_sys_enter_body(struct pt_regs *regs, long id)
 	c->sys_enter_ns = now;
 	c->sys_nr = (__u32)id;
 	c->pending.syscalls++;
-	/* Counted at entry, as strace -c does: exit and exit_group never return. */
-	s = syscall_stat(c, c->cur_pid, (__u32)id);
+	/* Counted at entry, as strace -c does: exit and exit_group never return. The process is
+	 * asked of the kernel: cur_pid lags behind a switch the kernel did not report. */
+	s = syscall_stat(c, bpf_get_current_pid_tgid() >> 32, (__u32)id);
 	if (s)
 		__sync_fetch_and_add(&s->count, 1);
 	return 0;
@@ -394,7 +395,7 @@ static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
 	c->mode = PKPROF_MODE_USER;
 	if (!c->sys_enter_ns)
 		return 0;
-	key.pid = c->cur_pid;
+	key.pid = bpf_get_current_pid_tgid() >> 32;
 	key.nr = c->sys_nr;
 	s = bpf_map_lookup_elem(&syscalls, &key);
 	if (s) {
