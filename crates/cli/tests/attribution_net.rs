@@ -19,7 +19,6 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use common::netns::Link;

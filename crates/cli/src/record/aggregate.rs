@@ -31,7 +31,6 @@ pub struct Aggregate {
     stacks: Vec<RawStack>,
     stack_ids: HashMap<RawStack, u32>,
     groups: HashMap<(u32, Labels), u64>,
-    samples: u64,
 }
 
 impl Aggregate {
@@ -46,11 +45,6 @@ impl Aggregate {
             }
         };
         *self.groups.entry((id, labels)).or_default() += 1;
-        self.samples += 1;
-    }
-
-    pub fn samples(&self) -> u64 {
-        self.samples
     }
 
     pub fn stacks(&self) -> &[RawStack] {

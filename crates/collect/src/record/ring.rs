@@ -127,11 +127,15 @@ pub struct EventRing<'cb> {
 impl<'cb> EventRing<'cb> {
     /// Waits up to `timeout` for records and hands each decoded one to the callback given at
     /// creation.
+    /// A signal (Ctrl-C) ends the wait early without an error.
     pub fn poll(&self, timeout: Duration) -> Result<(), CollectError> {
-        self.ring.poll(timeout).map_err(|e| CollectError::Read {
-            map: "events",
-            reason: e.to_string(),
-        })
+        match self.ring.poll(timeout) {
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => Ok(()),
+            other => other.map_err(|e| CollectError::Read {
+                map: "events",
+                reason: e.to_string(),
+            }),
+        }
     }
 
     /// Hands over every record already in the buffer.
