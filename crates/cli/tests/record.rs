@@ -436,3 +436,101 @@ fn bad_targets_fail_with_one_line() {
     assert!(err.contains("cannot write the profile"), "{err}");
     assert!(!out_path.exists(), "a failed run left a profile behind");
 }
+
+/// The cgroup2 mount point, from /proc/self/mountinfo.
+fn cgroup2_mount() -> PathBuf {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    info.lines()
+        .find_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            post.starts_with("cgroup2 ")
+                .then(|| PathBuf::from(pre.split_whitespace().nth(4).unwrap()))
+        })
+        .expect("a cgroup2 mount")
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn cgroup_target_labels_members_and_others() {
+    let bin = build_workload("hot_split");
+    let dir = cgroup2_mount().join(format!("pkprof-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir(&dir);
+    std::fs::create_dir(&dir).expect("create a cgroup");
+    let mut inside = Proc::spawn(cmd(&bin, &["2.5"]));
+    std::fs::write(dir.join("cgroup.procs"), inside.pid().to_string()).expect("move into it");
+    let mut outside = Proc::spawn(cmd(&bin, &["2.5"]));
+    let dir_s = dir.to_str().unwrap().to_string();
+    let (_, p) = record(
+        "cgroup",
+        &["--cgroup", &dir_s, "-F", "499", "--duration", "1.5"],
+    );
+    inside.expect("calls", Duration::from_secs(10));
+    outside.expect("calls", Duration::from_secs(10));
+    inside.wait(Duration::from_secs(5));
+    outside.wait(Duration::from_secs(5));
+    let _ = std::fs::remove_dir(&dir);
+    let count = |pid: u32, bucket: Bucket| -> u64 {
+        (p.samples.iter())
+            .filter(|s| s.pid == pid && s.bucket == bucket)
+            .map(|s| s.count)
+            .sum()
+    };
+    let (i, o) = (inside.pid(), outside.pid());
+    eprintln!(
+        "inside: {} process / {} other; outside: {} process / {} other",
+        count(i, Bucket::Process),
+        count(i, Bucket::Other),
+        count(o, Bucket::Process),
+        count(o, Bucket::Other)
+    );
+    assert!(count(i, Bucket::Process) > 100 && count(i, Bucket::Other) == 0);
+    assert!(count(o, Bucket::Other) > 100 && count(o, Bucket::Process) == 0);
+    assert_eq!(p.meta.targets.kind, pkprof_profile::TargetKind::Cgroup);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn ctrl_c_stops_and_keeps_the_profile() {
+    let rec = Recording::start("sigint", &["-a", "-F", "499"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(rec.child.id() as i32, libc::SIGINT) };
+    let (summary, p) = rec.finish();
+    assert!(summary.contains("(interrupted)"), "{summary}");
+    assert!(p.total_samples() > 0 && p.meta.end_unix_ns > p.meta.start_unix_ns);
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn full_disk_fails_with_one_line_and_leaves_no_file() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tiny-fs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir_s = dir.to_str().unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8k", "tmpfs", dir_s])
+        .status()
+        .expect("mount runs");
+    assert!(mounted.success(), "mounting a tiny tmpfs");
+    let out_file = dir.join("x.pkprof");
+    let out = run_with_timeout(
+        Command::new(pkprof_bin())
+            .args(["record", "-a", "-F", "999", "--duration", "1", "-o"])
+            .arg(&out_file),
+        Duration::from_secs(60),
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let _ = Command::new("umount").arg(dir_s).status();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{err}");
+    assert!(!out.status.success());
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("cannot write the profile") && last.contains("No space left"),
+        "{err}"
+    );
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+}
