@@ -511,6 +511,11 @@ fn full_disk_fails_with_one_line_and_leaves_no_file() {
         .status()
         .expect("mount runs");
     assert!(mounted.success(), "mounting a tiny tmpfs");
+    // Fill it up.
+    let fill = dir.join("fill");
+    let mut f = std::fs::File::create(&fill).expect("create the filler");
+    while std::io::Write::write_all(&mut f, &[0u8; 1024]).is_ok() {}
+    drop(f);
     let out_file = dir.join("x.pkprof");
     let out = run_with_timeout(
         Command::new(pkprof_bin())
@@ -522,6 +527,7 @@ fn full_disk_fails_with_one_line_and_leaves_no_file() {
         .unwrap()
         .flatten()
         .map(|e| e.path())
+        .filter(|p| *p != fill)
         .collect();
     let _ = Command::new("umount").arg(dir_s).status();
     let err = String::from_utf8_lossy(&out.stderr);

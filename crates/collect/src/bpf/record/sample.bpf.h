@@ -74,8 +74,9 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 		} else {
 			s->ctx = user ? PKPROF_SCTX_USER : PKPROF_SCTX_KERNEL;
 			label_thread(s, cur->pid);
-			if (!s->pid) { /* no entry yet (first slice since attach) */
+			if (!s->pid) { /* no entry yet (first slice since attach): ask the task */
 				s->pid = cur->tgid;
+				s->cgroup_id = bpf_get_current_cgroup_id();
 				s->flags = ((cur->flags & PF_KTHREAD) ? PKPROF_SAMPLE_KTHREAD : 0) |
 					   target_flag(cur->tgid);
 			}
