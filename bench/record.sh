@@ -76,13 +76,14 @@ measure() {
     c1=$(cpu_ticks "$rec_pid"); t1=$(date +%s.%N)
     kill -INT "$rec_pid"; wait "$rec_pid"
     # pkprof's own CPU while the workload ran, % of one CPU (clock ticks: 100/s).
-    python3 -c "print(f'$work\tpkprof_cpu\t{($c1 - $c0) / 100 / ($t1 - $t0) * 100:.3f}')" >>"$RAW"
+    python3 -c "print(f'$work\tpkprof_cpu\t$PAIR\t{($c1 - $c0) / 100 / ($t1 - $t0) * 100:.3f}')" >>"$RAW"
   fi
-  printf '%s\t%s\t%s\n' "$work" "$mode" "$value" >>"$RAW"
+  printf '%s\t%s\t%s\t%s\n' "$work" "$mode" "$PAIR" "$value" >>"$RAW"
   sleep "$SETTLE"
 }
 
 for ((p = 1; p <= PAIRS; p++)); do
+  PAIR=$p
   log "pair $p/$PAIRS"
   if ((p % 2)); then order=(A R); else order=(R A); fi
   for work in cpu build; do
@@ -105,14 +106,17 @@ import os, re, statistics, sys
 raw, summary, profile = sys.argv[1:4]
 vals = {}
 for line in open(raw):
-    work, mode, v = line.split("\t")
-    vals.setdefault((work, mode), []).append(float(v))
-print("pkprof record -a at the default rate (99 Hz) vs nothing; medians of interleaved runs")
+    work, mode, pair, v = line.split("\t")
+    vals.setdefault((work, mode), {})[int(pair)] = float(v)
+print("pkprof record -a at the default rate (99 Hz) vs nothing; ratio = median of per-pair ratios")
 print(f"{'workload':10} {'without':>14} {'with record':>14} {'ratio':>7}  {'slowdown':>8}  pkprof CPU (% of one CPU)")
 for work, unit in (("cpu", "iter/s"), ("build", "compiles/s")):
-    a, r = statistics.median(vals[(work, "A")]), statistics.median(vals[(work, "R")])
-    cpu = vals[(work, "pkprof_cpu")]
-    print(f"{work:10} {a:14.1f} {r:14.1f} {r / a:7.4f}  {100 * (1 - r / a):7.2f}%  median {statistics.median(cpu):.3f}, max {max(cpu):.3f}  ({unit}, n={len(vals[(work, 'A')])})")
+    a, r = vals[(work, "A")], vals[(work, "R")]
+    ratios = [r[p] / a[p] for p in a if p in r]
+    ratio = statistics.median(ratios)
+    cpu = list(vals[(work, "pkprof_cpu")].values())
+    print(f"{work:10} {statistics.median(a.values()):14.1f} {statistics.median(r.values()):14.1f} {ratio:7.4f}  {100 * (1 - ratio):7.2f}%  median {statistics.median(cpu):.3f}, max {max(cpu):.3f}  ({unit}, {len(ratios)} pairs)")
+    print("   per-pair R/A: " + " ".join(f"{x:.3f}" for x in ratios))
 text = open(summary).read()
 m = re.search(r"(\d+) samples in .*?wrote .*? \(([\d.]+) KiB\)", text)
 s = re.search(r"symbolization ([\d.]+) s", text)
