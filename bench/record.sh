@@ -4,7 +4,7 @@
 #
 # Usage: bash bench/record.sh [PAIRS]      (default 6 pairs; run as root)
 # Env:   BENCH_CPU_SECS=S    seconds per CPU-bound run        (default 4)
-#        BENCH_BUILDS=N      compiles per build run           (default 12)
+#        BENCH_BUILDS=N      compiles per CPU per build run   (default 40)
 #        BENCH_SETTLE=S      pause between runs, seconds      (default 0.5)
 set -euo pipefail
 
@@ -17,7 +17,7 @@ OUT=bench/out
 mkdir -p "$OUT"
 export PATH="$HOME/.cargo/bin:$PATH"
 CPU_SECS=${BENCH_CPU_SECS:-4}
-BUILDS=${BENCH_BUILDS:-12}
+BUILDS=${BENCH_BUILDS:-40}
 SETTLE=${BENCH_SETTLE:-0.5}
 NCPU=$(nproc)
 log() { echo "bench: $*" >&2; }
@@ -70,8 +70,16 @@ measure() {
     for _ in $(seq 100); do grep -q "recording at" "$OUT/record-stderr.txt" 2>/dev/null && break; sleep 0.1; done
     grep -q "recording at" "$OUT/record-stderr.txt" || { log "pkprof record did not start"; cat "$OUT/record-stderr.txt" >&2; exit 1; }
     c0=$(cpu_ticks "$rec_pid"); t0=$(date +%s.%N)
+  elif [ "$mode" = T ]; then
+    # The accounting alone, as `pkprof top` runs it: what record adds is R against T.
+    "$PKPROF" top --batch -d 1 >"$OUT/record-top.txt" 2>&1 &
+    rec_pid=$!
+    for _ in $(seq 100); do [ -s "$OUT/record-top.txt" ] && break; sleep 0.1; done
   fi
   value=$("run_$work")
+  if [ "$mode" = T ]; then
+    kill -TERM "$rec_pid"; wait "$rec_pid" || true
+  fi
   if [ "$mode" = R ]; then
     c1=$(cpu_ticks "$rec_pid"); t1=$(date +%s.%N)
     kill -INT "$rec_pid"; wait "$rec_pid"
@@ -85,7 +93,7 @@ measure() {
 for ((p = 1; p <= PAIRS; p++)); do
   PAIR=$p
   log "pair $p/$PAIRS"
-  if ((p % 2)); then order=(A R); else order=(R A); fi
+  if ((p % 2)); then order=(A T R); else order=(R T A); fi
   for work in cpu build; do
     for mode in "${order[@]}"; do measure "$mode" "$work"; done
   done
@@ -117,6 +125,10 @@ for work, unit in (("cpu", "iter/s"), ("build", "compiles/s")):
     cpu = list(vals[(work, "pkprof_cpu")].values())
     print(f"{work:10} {statistics.median(a.values()):14.1f} {statistics.median(r.values()):14.1f} {ratio:7.4f}  {100 * (1 - ratio):7.2f}%  median {statistics.median(cpu):.3f}, max {max(cpu):.3f}  ({unit}, {len(ratios)} pairs)")
     print("   per-pair R/A: " + " ".join(f"{x:.3f}" for x in ratios))
+    t = vals.get((work, "T"), {})
+    if t:
+        rt = statistics.median([t[p] / a[p] for p in a if p in t])
+        print(f"   accounting alone (pkprof top, mode T): ratio {rt:.4f} ({100 * (1 - rt):.2f}% slowdown)")
 text = open(summary).read()
 m = re.search(r"(\d+) samples in .*?wrote .*? \(([\d.]+) KiB\)", text)
 s = re.search(r"symbolization ([\d.]+) s", text)

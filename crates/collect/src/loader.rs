@@ -153,6 +153,7 @@ impl Collector {
                 ro.record_mode = true;
                 ro.follow_children = rec.follow_children;
                 ro.timer_on_stack = local_timer;
+                ro.wakeup_bytes = u64::from(rec.ring_bytes / 4);
             }
         }
         if let Some(rec) = &options.record {

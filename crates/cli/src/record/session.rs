@@ -80,6 +80,8 @@ pub struct Session<'a> {
     rec: Recorded,
     accountant: Accountant,
     capture_failed: HashSet<u32>,
+    /// Processes the kernel side knows are captured (see `Collector::mark_captured`).
+    captured: HashSet<u32>,
 }
 
 impl<'a> Session<'a> {
@@ -110,6 +112,7 @@ impl<'a> Session<'a> {
             },
             accountant,
             capture_failed: HashSet::new(),
+            captured: HashSet::new(),
         }
     }
 
@@ -186,12 +189,20 @@ impl<'a> Session<'a> {
             self.rec.maps_missing += 1;
             return;
         }
+        let first = !self.captured.contains(&pid);
         match self.symbolizer.capture_process(pid) {
             Ok(()) => self.symbolizer.ensure_mapped(pid, leaf),
             Err(e) => {
                 tracing::info!("{e}");
                 self.capture_failed.insert(pid);
                 self.rec.maps_missing += 1;
+            }
+        }
+        if first {
+            // Its next samples need not wake us (a failed capture will not succeed later).
+            self.captured.insert(pid);
+            if let Err(e) = self.collector.mark_captured(pid) {
+                tracing::info!("{e}");
             }
         }
     }

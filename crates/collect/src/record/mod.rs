@@ -75,6 +75,15 @@ impl Collector {
             .map_err(read_err("targets"))
     }
 
+    /// Tells the sampler that `pid`'s maps are captured: its samples need not wake the reader.
+    pub fn mark_captured(&self, pid: u32) -> Result<(), CollectError> {
+        self.skel
+            .maps
+            .captured
+            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .map_err(read_err("captured"))
+    }
+
     /// Processes in the kernel's target set now.
     pub fn targets(&self) -> Vec<u32> {
         self.skel

@@ -20,6 +20,29 @@ struct {
 	__uint(max_entries, 8 << 20); /* resized by the loader */
 } events SEC(".maps");
 
+/*
+ * Processes whose memory maps user space has captured (key tgid). A sample of a process not in it
+ * wakes the reader at once so it can capture the maps while the process lives; other records wait
+ * for the reader's next poll (or for the ring to fill up), which saves a wake-up per sample.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} captured SEC(".maps");
+
+/* Wake the reader anyway once this much is waiting (set by the loader: a quarter of the ring). */
+const volatile __u64 wakeup_bytes = 1 << 20;
+
+/* Submit flags for a record: wake the reader only when needed (see `captured`). */
+static __always_inline __u64 submit_flags(bool urgent)
+{
+	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 /* Target processes (record -- CMD, -p): key tgid. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -78,7 +101,7 @@ static __always_inline void emit_link(struct pkprof_cpu *c, __u32 from_kind, __u
 	} else if (to_kind == PKPROF_LINK_THREAD) {
 		l->to_kind = PKPROF_LINK_KERNEL; /* a beneficiary already gone */
 	}
-	bpf_ringbuf_submit(l, 0);
+	bpf_ringbuf_submit(l, submit_flags(false));
 }
 
 /* The current thread reads socket sk: samples held on it are its. */

@@ -102,7 +102,12 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 	/* Interrupt work serves someone else: the interrupted task's user stack is not its caller. */
 	if (s->ctx == PKPROF_SCTX_USER || s->ctx == PKPROF_SCTX_KERNEL)
 		s->ustack_len = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
-	bpf_ringbuf_submit(s, 0);
+	{
+		__u32 owner = s->cur_pid;
+		bool urgent = s->ustack_len > 0 && !bpf_map_lookup_elem(&captured, &owner);
+
+		bpf_ringbuf_submit(s, submit_flags(urgent));
+	}
 	return 0;
 }
 
