@@ -76,9 +76,13 @@ impl Process {
         let comm = fs::read_to_string(format!("/proc/{pid}/comm"))
             .ok()
             .map(|c| c.trim_end_matches('\n').to_string());
-        // JITs in a pid namespace name the file after the pid they see.
-        let nspid = fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
+        // JITs in a pid namespace name the file after the pid they see. Only a process with
+        // anonymous executable memory has JIT code: the others skip the reads (capture runs for
+        // every new process sampled, so its cost counts in exec-heavy loads).
+        let jit = mappings.iter().any(|m| matches!(m.target, Target::Anon));
+        let nspid = jit
+            .then(|| fs::read_to_string(format!("/proc/{pid}/status")).ok())
+            .flatten()
             .and_then(|s| ns_pid(&s))
             .unwrap_or(pid);
         let mut perf_map_paths = vec![PathBuf::from(format!(
@@ -90,7 +94,9 @@ impl Process {
         let mut p = Process::new(mappings, OpenVia::Process(pid), perf_map_paths, nspid);
         p.exe = exe;
         p.comm = comm;
-        p.read_perf_map();
+        if jit {
+            p.read_perf_map();
+        }
         Ok(p)
     }
 
