@@ -4,21 +4,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use pkprof_profile::{Bucket, Frame, FrameKind, Profile};
-
-/// `PIDu:name` / `PIDk:name` for a profiled process, `OTHER` / `KERNEL` bucket prefixes otherwise.
-pub fn frame_label(pid: u32, bucket: Bucket, frame: &Frame) -> String {
-    let side = match frame.kind {
-        FrameKind::User => 'u',
-        FrameKind::Kernel | FrameKind::Syscall => 'k',
-    };
-    match bucket {
-        Bucket::Process => format!("{pid}{side}:{}", frame.name),
-        Bucket::Other => format!("OTHER{side}:{}", frame.name),
-        Bucket::Kernel => format!("KERNEL:{}", frame.name),
-        Bucket::Idle => format!("IDLE:{}", frame.name),
-    }
-}
+use pkprof_profile::{Bucket, Profile};
+use pkprof_report::names::{frame_label, NameStyle};
 
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -88,7 +75,7 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
     let mut self_counts: HashMap<String, u64> = HashMap::new();
     for s in &p.samples {
         let label = match p.stacks[s.stack as usize].frames.last() {
-            Some(f) => frame_label(s.pid, s.bucket, &p.frames[*f as usize]),
+            Some(f) => frame_label(s.pid, s.bucket, &p.frames[*f as usize], NameStyle::Labelled),
             None if s.bucket == Bucket::Idle => "IDLE".to_string(),
             None => format!("{}: [no stack]", s.pid),
         };

@@ -1,0 +1,43 @@
+//! Exporters: one module per exchange format, each behind [`Exporter`], writing to any `Write`.
+
+use std::io::Write;
+
+use pkprof_profile::Profile;
+
+use crate::names::NameStyle;
+use crate::ReportError;
+
+/// Options every exporter understands.
+#[derive(Clone, Debug, Default)]
+pub struct ExportOptions {
+    pub names: NameStyle,
+    /// Shown where the format has a title (HTML page, speedscope profile name).
+    pub title: String,
+}
+
+/// A format a profile can be written in.
+pub trait Exporter {
+    /// The name `--format` selects it by (`pprof`, `folded`, `speedscope`, `html`).
+    fn name(&self) -> &'static str;
+    /// The usual file extension.
+    fn extension(&self) -> &'static str;
+    fn write(
+        &self,
+        profile: &Profile,
+        opts: &ExportOptions,
+        out: &mut dyn Write,
+    ) -> Result<(), ReportError>;
+}
+
+/// Every exporter, by name.
+pub fn exporters() -> Vec<Box<dyn Exporter>> {
+    Vec::new()
+}
+
+/// The exporter named `name`.
+pub fn exporter(name: &str) -> Result<Box<dyn Exporter>, ReportError> {
+    exporters()
+        .into_iter()
+        .find(|e| e.name() == name)
+        .ok_or_else(|| ReportError::UnknownFormat(name.to_string()))
+}
