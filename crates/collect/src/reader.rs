@@ -34,7 +34,7 @@ const CTX_SOFTIRQ: u8 = 2;
 const MODE_USER: u32 = 1;
 const MODE_SYS: u32 = 2;
 
-fn comm_str(raw: &[i8]) -> String {
+pub(crate) fn comm_str(raw: &[i8]) -> String {
     let bytes: Vec<u8> = raw
         .iter()
         .take_while(|&&c| c != 0)
@@ -173,7 +173,7 @@ impl Collector {
         Ok((out, finished))
     }
 
-    fn read_cpus(&self) -> Result<Vec<pkprof_cpu>, CollectError> {
+    pub(crate) fn read_cpus(&self) -> Result<Vec<pkprof_cpu>, CollectError> {
         let per_cpu = self
             .skel
             .maps

@@ -11,7 +11,7 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use crate::error::CollectError;
 use crate::loader::Collector;
-use crate::skel::types::{pkprof_cpu, pkprof_func_key};
+use crate::skel::types::pkprof_func_key;
 
 /// What `record` adds to the accounting programs.
 #[derive(Clone, Debug)]
@@ -99,19 +99,10 @@ impl Collector {
 
     /// Samples and links dropped on a full ring buffer, summed over CPUs.
     pub fn ring_lost(&self) -> Result<RingLost, CollectError> {
-        let vals = self
-            .skel
-            .maps
-            .cpus
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(read_err("cpus"))?
-            .unwrap_or_default();
         let mut lost = RingLost::default();
-        for v in vals {
-            if let Ok(c) = plain::from_bytes::<pkprof_cpu>(&v) {
-                lost.samples += c.lost.sample_ring_full;
-                lost.links += c.lost.link_ring_full;
-            }
+        for c in self.read_cpus()? {
+            lost.samples += c.lost.sample_ring_full;
+            lost.links += c.lost.link_ring_full;
         }
         Ok(lost)
     }

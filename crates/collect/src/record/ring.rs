@@ -8,6 +8,7 @@ use pkprof_attribution::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Serv
 
 use crate::error::CollectError;
 use crate::loader::Collector;
+use crate::reader::comm_str;
 use crate::skel::types::{pkprof_link, pkprof_sample};
 
 const EV_SAMPLE: u32 = 1;
@@ -28,15 +29,6 @@ const LINK_EXPIRED: u32 = 4;
 pub enum RecordEvent {
     Sample(SampleEvent),
     Link(LinkEvent),
-}
-
-fn comm_str(raw: &[i8]) -> String {
-    let bytes: Vec<u8> = raw
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// One u64 for a hold key (kind, value): the kind in the top byte. Values are kernel addresses
