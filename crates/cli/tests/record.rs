@@ -540,3 +540,26 @@ fn full_disk_fails_with_one_line_and_leaves_no_file() {
     );
     assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
 }
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn lines_option_adds_source_positions() {
+    let bin = build_workload("hot_split");
+    let (_, p) = record(
+        "lines",
+        &["--lines", "-F", "999", "--", bin.to_str().unwrap(), "1"],
+    );
+    // hot_seventy's loop is in hot_split.c; DWARF gives its file and line.
+    let hot: Vec<_> = (p.frames.iter())
+        .filter(|f| f.name == "hot_seventy")
+        .collect();
+    assert!(!hot.is_empty(), "hot_seventy was sampled");
+    assert!(
+        hot.iter().all(|f| f
+            .file
+            .as_deref()
+            .is_some_and(|x| x.ends_with("hot_split.c"))
+            && f.line.is_some_and(|l| l > 0)),
+        "{hot:?}"
+    );
+}
