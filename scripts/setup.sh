@@ -26,4 +26,22 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 export PATH="$HOME/.cargo/bin:$PATH"
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# HTML report tests (crates/report/tests/export_html.rs): Debian's Chromium, driven through node by
+# playwright-core, pinned in crates/report/tests/html/package-lock.json (node_modules not committed).
+if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed"; then
+  echo "setup: installing chromium"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || {
+  echo "setup: node and npm are needed for the HTML report tests" >&2; exit 1; }
+html_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/crates/report/tests/html"
+want=$(node -p "require('$html_dir/package.json').dependencies['playwright-core']")
+have=$(node -p "try { require('$html_dir/node_modules/playwright-core/package.json').version } catch (e) { '' }")
+if [ "$want" != "$have" ]; then
+  echo "setup: installing playwright-core $want into crates/report/tests/html"
+  npm ci --prefix "$html_dir" --no-audit --no-fund --loglevel=error >/dev/null
+fi
+
 echo "setup: ok"

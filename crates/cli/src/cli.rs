@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::record::{self, RecordOptions, Target};
+use crate::report::{DiffOptions, ReportOptions, Sections};
 use crate::top::TopOptions;
 
 #[derive(Parser)]
@@ -31,6 +32,12 @@ pub enum Command {
     /// Sample user and kernel stacks, each labelled with the process it served, into a profile.
     #[command(after_help = RECORD_EXAMPLES)]
     Record(RecordArgs),
+    /// Print a profile as gprof flat profile and call graph or DCPI tables, or export it.
+    #[command(after_help = REPORT_EXAMPLES)]
+    Report(ReportArgs),
+    /// Compare two profiles: DCPI tables side by side, normalised for length and rate.
+    #[command(after_help = DIFF_EXAMPLES)]
+    Diff(DiffArgs),
 }
 
 const RECORD_EXAMPLES: &str = "Examples:
@@ -273,6 +280,182 @@ impl TopArgs {
             allow_remote: self.serve.allow_remote,
             udp: self.serve.udp,
             metrics_top: self.serve.metrics_top,
+        }
+    }
+}
+
+const REPORT_EXAMPLES: &str = "Examples:
+  pkprof report pkprof.data                  gprof flat profile and call graph
+  pkprof report pkprof.data --dcpi --by process --min-percent 0.5
+  pkprof report pkprof.data --flat -p 1234 --user-only --plain-names
+  pkprof report pkprof.data --dcpi --group 'select() and related=sys_(p?select|poll)|do_select|do_sys_poll'
+  pkprof report pkprof.data --bucket process,other --comm '^nginx'
+  pkprof report pkprof.data --format pprof -o cpu.pb.gz     then: go tool pprof -top cpu.pb.gz
+  pkprof report pkprof.data --format folded | inferno-flamegraph > flame.svg
+  pkprof report pkprof.data --format speedscope -o p.speedscope.json
+  pkprof report pkprof.data --format html -o profile.html
+Names are PIDu:func / PIDk:func (OTHER, KERNEL, IDLE for the other buckets). Times are measured
+from the sampled stacks; calls are shown only where counted exactly (record --syscalls, --count).";
+
+const DIFF_EXAMPLES: &str = "Examples:
+  pkprof diff before.data after.data                 every procedure, by change of share
+  pkprof diff before.data after.data --by process --min-percent 1
+  pkprof diff a.data b.data --format html -o diff.html   differential flame graph
+Profiles of different lengths, rates or CPU counts are compared by share of their own samples and
+by CPU seconds per wall second; the header says how.";
+
+const FORMATS: [&str; 4] = ["pprof", "folded", "speedscope", "html"];
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// A profile written by `pkprof record`.
+    file: PathBuf,
+    #[command(flatten)]
+    sections: SectionArgs,
+    #[command(flatten)]
+    select: SelectArgs,
+    #[command(flatten)]
+    output: ExportArgs,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "Reports (default: --flat --graph)")]
+struct SectionArgs {
+    /// gprof flat profile: self time by routine, with exact calls where counted.
+    #[arg(long)]
+    flat: bool,
+    /// gprof call graph: parents and children of every routine, cycles.
+    #[arg(long)]
+    graph: bool,
+    /// DCPI table: % of all CPU and of non-idle CPU by procedure.
+    #[arg(long)]
+    dcpi: bool,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "Selection and naming")]
+struct SelectArgs {
+    /// Only samples served to these processes (comma-separated or repeated).
+    #[arg(short = 'p', long = "pid", value_delimiter = ',')]
+    pids: Vec<u32>,
+    /// Only samples whose command name matches this regular expression.
+    #[arg(long, value_name = "REGEX")]
+    comm: Option<String>,
+    /// Only samples in these buckets: process, other, kernel, idle (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = pkprof_report::select::parse_bucket)]
+    bucket: Vec<pkprof_profile::Bucket>,
+    /// Keep only kernel frames (and the syscall boundary) of each stack.
+    #[arg(long, conflicts_with = "user_only")]
+    kernel_only: bool,
+    /// Keep only user frames of each stack.
+    #[arg(long)]
+    user_only: bool,
+    /// Fold routines whose name matches REGEX into one named NAME (repeatable; first match wins).
+    #[arg(long = "group", value_name = "NAME=REGEX")]
+    groups: Vec<String>,
+    /// Split DCPI tables by process, thread, bucket, context or cgroup.
+    #[arg(long, value_name = "KEY")]
+    by: Option<pkprof_report::select::ByKey>,
+    /// Leave out rows and entries under this percentage.
+    #[arg(long, value_name = "F", default_value_t = 0.0, value_parser = parse_percent)]
+    min_percent: f64,
+    /// Plain function names instead of PIDu:func / PIDk:func.
+    #[arg(long)]
+    plain_names: bool,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "Output")]
+struct ExportArgs {
+    /// Write the selected samples in this format instead of text reports.
+    #[arg(long, value_parser = FORMATS, conflicts_with_all = ["flat", "graph", "dcpi"])]
+    format: Option<String>,
+    /// Write here instead of standard output.
+    #[arg(short = 'o', long, value_name = "OUT")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct DiffArgs {
+    /// The baseline profile.
+    a: PathBuf,
+    /// The profile compared with it.
+    b: PathBuf,
+    #[command(flatten)]
+    select: SelectArgs,
+    #[command(flatten)]
+    output: DiffOutputArgs,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "Output")]
+struct DiffOutputArgs {
+    /// html: a page with a differential flame graph instead of the text table.
+    #[arg(long, value_parser = ["html"])]
+    format: Option<String>,
+    /// Write here instead of standard output.
+    #[arg(short = 'o', long, value_name = "OUT")]
+    output: Option<PathBuf>,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        Ok(_) => Err("must be between 0 and 100".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl SelectArgs {
+    fn into_options(self) -> pkprof_report::SelectOptions {
+        use pkprof_report::select::FrameFilter;
+        pkprof_report::SelectOptions {
+            pids: self.pids,
+            comm: self.comm,
+            buckets: self.bucket,
+            frames: if self.kernel_only {
+                FrameFilter::KernelOnly
+            } else if self.user_only {
+                FrameFilter::UserOnly
+            } else {
+                FrameFilter::All
+            },
+            min_percent: self.min_percent,
+            groups: self.groups,
+            by: self.by,
+            names: if self.plain_names {
+                pkprof_report::names::NameStyle::Plain
+            } else {
+                pkprof_report::names::NameStyle::Labelled
+            },
+        }
+    }
+}
+
+impl ReportArgs {
+    pub fn into_options(self) -> ReportOptions {
+        ReportOptions {
+            file: self.file,
+            sections: Sections {
+                flat: self.sections.flat,
+                graph: self.sections.graph,
+                dcpi: self.sections.dcpi,
+            },
+            select: self.select.into_options(),
+            format: self.output.format,
+            output: self.output.output,
+        }
+    }
+}
+
+impl DiffArgs {
+    pub fn into_options(self) -> DiffOptions {
+        DiffOptions {
+            a: self.a,
+            b: self.b,
+            select: self.select.into_options(),
+            format: self.output.format,
+            output: self.output.output,
         }
     }
 }

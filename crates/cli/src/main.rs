@@ -3,6 +3,7 @@
 
 mod cli;
 mod record;
+mod report;
 mod self_usage;
 mod signals;
 mod top;
@@ -18,6 +19,8 @@ fn main() {
     let result = match args.command {
         cli::Command::Top(top) => top::run(top.into_options()),
         cli::Command::Record(rec) => record::run(rec.into_options()),
+        cli::Command::Report(rep) => report::run_report(rep.into_options()),
+        cli::Command::Diff(diff) => report::run_diff(diff.into_options()),
     };
     if let Err(e) = result {
         // One line: the context chain joined (messages of other crates may span lines), never a

@@ -7,8 +7,20 @@
 //! - [`flat`], [`callgraph`], [`dcpi`], [`diff`]: the text reports;
 //! - [`export`]: one module per exchange format behind the [`export::Exporter`] trait.
 
+pub mod callgraph;
+pub mod dcpi;
+pub mod diff;
 pub mod error;
 pub mod export;
+pub mod flat;
+pub mod graph;
 pub mod names;
+pub mod select;
 
+pub use callgraph::write_callgraph;
+pub use dcpi::{write_dcpi, DcpiTable};
+pub use diff::write_diff;
 pub use error::ReportError;
+pub use flat::write_flat;
+pub use graph::CallGraph;
+pub use select::{SelectOptions, Selection};

@@ -1,5 +1,11 @@
 //! Exporters: one module per exchange format, each behind [`Exporter`], writing to any `Write`.
 
+pub mod folded;
+pub mod pprof;
+pub mod speedscope;
+
+pub mod html;
+
 use std::io::Write;
 
 use pkprof_profile::Profile;
@@ -31,7 +37,12 @@ pub trait Exporter {
 
 /// Every exporter, by name.
 pub fn exporters() -> Vec<Box<dyn Exporter>> {
-    Vec::new()
+    vec![
+        Box::new(pprof::Pprof),
+        Box::new(folded::Folded),
+        Box::new(speedscope::Speedscope),
+        Box::new(html::HtmlExporter),
+    ]
 }
 
 /// The exporter named `name`.

@@ -1,0 +1,177 @@
+//! `pkprof report` and `pkprof diff`: read profile files and print gprof flat profiles and call
+//! graphs, DCPI tables and diffs, or write them in another tool's format (pprof, folded stacks,
+//! speedscope, HTML). Everything here reads files only: no root needed.
+
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use pkprof_profile::Profile;
+use pkprof_report::export::{self, ExportOptions};
+use pkprof_report::{
+    write_callgraph, write_dcpi, write_diff, write_flat, CallGraph, ReportError, SelectOptions,
+    Selection,
+};
+
+/// Which text reports `pkprof report` prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sections {
+    pub flat: bool,
+    pub graph: bool,
+    pub dcpi: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
+    pub file: PathBuf,
+    /// None of them asked: flat profile and call graph.
+    pub sections: Sections,
+    pub select: SelectOptions,
+    /// Write the (filtered) profile in this exchange format instead of text reports.
+    pub format: Option<String>,
+    /// Where to write (default: standard output).
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug)]
+pub struct DiffOptions {
+    pub a: PathBuf,
+    pub b: PathBuf,
+    pub select: SelectOptions,
+    /// `html`: a page with a differential flame graph instead of the text table.
+    pub format: Option<String>,
+    pub output: Option<PathBuf>,
+}
+
+fn load(path: &Path) -> Result<Profile> {
+    pkprof_profile::load(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Standard output, or the file `-o` names.
+fn open_output(output: &Option<PathBuf>) -> Result<Box<dyn Write>> {
+    Ok(match output {
+        Some(p) if p.as_os_str() != "-" => Box::new(BufWriter::with_capacity(
+            1 << 16,
+            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        )),
+        _ => Box::new(BufWriter::with_capacity(1 << 16, io::stdout().lock())),
+    })
+}
+
+fn to_stdout(output: &Option<PathBuf>) -> bool {
+    output.as_ref().is_none_or(|p| p.as_os_str() == "-")
+}
+
+/// A closed pipe (`pkprof report ... | head`) ends the report quietly.
+fn finish(result: Result<(), ReportError>, out: &mut dyn Write, what: &str) -> Result<()> {
+    let result = result.and_then(|()| out.flush().map_err(ReportError::from));
+    match result {
+        Err(ReportError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.with_context(|| what.to_string()),
+    }
+}
+
+fn title(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+pub fn run_report(opts: ReportOptions) -> Result<()> {
+    let profile = load(&opts.file)?;
+    let name = opts.file.display().to_string();
+    let sel = Selection::new(&opts.select, &[&profile])
+        .with_context(|| format!("cannot report {name}"))?;
+    if profile.samples.iter().all(|s| s.count == 0) {
+        return Err(ReportError::Empty(String::new())).context(format!("cannot report {name}"));
+    }
+
+    if let Some(format) = &opts.format {
+        let exporter = export::exporter(format)?;
+        if to_stdout(&opts.output) && format != "folded" && io::stdout().is_terminal() {
+            bail!("--format {format} writes a file: give -o FILE.{}", exporter.extension());
+        }
+        let filtered = sel.apply(&profile);
+        if filtered.samples.iter().all(|s| s.count == 0) {
+            return Err(pkprof_report::ReportError::Empty(format!(
+                " matching the filters ({})",
+                sel.filters_text().unwrap_or_default()
+            )))
+            .context(format!("cannot export {name}"));
+        }
+        let mut out = open_output(&opts.output)?;
+        let eopts = ExportOptions {
+            names: opts.select.names,
+            title: title(&opts.file),
+        };
+        return finish(
+            exporter.write(&filtered, &eopts, &mut out),
+            &mut out,
+            &format!("cannot write {format}"),
+        );
+    }
+
+    let mut s = opts.sections;
+    if !(s.flat || s.graph || s.dcpi) {
+        s.flat = true;
+        s.graph = true;
+    }
+    let mut out = open_output(&opts.output)?;
+    let result = (|| -> Result<(), ReportError> {
+        if s.flat || s.graph {
+            let g = CallGraph::build(&profile, &sel)?;
+            if s.flat {
+                write_flat(&g, &sel, &mut out)?;
+            }
+            if s.graph {
+                if s.flat {
+                    writeln!(out)?;
+                }
+                write_callgraph(&g, &sel, &mut out)?;
+            }
+        }
+        if s.dcpi {
+            if s.flat || s.graph {
+                writeln!(out)?;
+            }
+            write_dcpi(&profile, &sel, &mut out)?;
+        }
+        Ok(())
+    })();
+    finish(result, &mut out, &format!("cannot report {name}"))
+}
+
+pub fn run_diff(opts: DiffOptions) -> Result<()> {
+    let a = load(&opts.a)?;
+    let b = load(&opts.b)?;
+    let sel = Selection::new(&opts.select, &[&a, &b]).context("cannot compare the profiles")?;
+    let (na, nb) = (opts.a.display().to_string(), opts.b.display().to_string());
+    for (p, n) in [(&a, &na), (&b, &nb)] {
+        if p.samples.iter().all(|s| s.count == 0) {
+            return Err(ReportError::Empty(String::new())).context(format!("cannot compare {n}"));
+        }
+    }
+    match opts.format.as_deref() {
+        None => {
+            let mut out = open_output(&opts.output)?;
+            let r = write_diff(&a, &b, (&na, &nb), &sel, &mut out);
+            finish(r, &mut out, "cannot compare the profiles")
+        }
+        Some("html") => {
+            if to_stdout(&opts.output) && io::stdout().is_terminal() {
+                bail!("--format html writes a file: give -o FILE.html");
+            }
+            let (fa, fb) = (sel.apply(&a), sel.apply(&b));
+            let eopts = ExportOptions {
+                names: opts.select.names,
+                title: format!("{} vs {}", title(&opts.a), title(&opts.b)),
+            };
+            let mut out = open_output(&opts.output)?;
+            let r = export::html::write_diff(&fa, &fb, &eopts, &mut out);
+            finish(r, &mut out, "cannot write the HTML diff")
+        }
+        Some(other) => Err(ReportError::UnknownFormat(other.to_string()))
+            .context("pkprof diff writes text or --format html"),
+    }
+}

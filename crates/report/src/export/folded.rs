@@ -1,0 +1,114 @@
+//! Folded stacks, the input of Brendan Gregg's `flamegraph.pl` and of inferno: one line per
+//! distinct stack, `root;caller;...;leaf COUNT`, root first.
+//!
+//! - Names are the report's (`1234u:main;1234k:sys_read;1234k:vfs_read 17`, or plain names with
+//!   `--names plain`), so a flame graph keeps each process's tower apart, and the kernel work done
+//!   for it on top of it.
+//! - COUNT is the number of samples (each stands for `meta.period_ns` of CPU); sample groups with
+//!   the same named stack (other threads, contexts, or frames of equal names) are summed into one
+//!   line; groups with a zero count are left out. Lines are sorted by stack, byte-wise, so the
+//!   output depends only on the profile.
+//! - The format has no escaping: a `;` inside a name would split the frame, and a line break would
+//!   split the line. Such characters are replaced: `;` by `:` (as FlameGraph's stackcollapse
+//!   scripts do), control characters (line breaks, tabs...) by a space.
+//! - A sample with no frames at all (both stack reads failed) is written as the one frame
+//!   `[no stack]`.
+
+use foldhash::{HashMap, HashMapExt};
+use std::io::{BufWriter, Write};
+
+use pkprof_profile::{FrameId, Profile, StackId};
+
+use super::pprof::{owner, Owner};
+use super::{ExportOptions, Exporter};
+use crate::names::frame_label;
+use crate::ReportError;
+
+/// The one frame written for a sample that has none.
+pub const NO_STACK: &str = "[no stack]";
+
+/// Writes folded stacks.
+pub struct Folded;
+
+impl Exporter for Folded {
+    fn name(&self) -> &'static str {
+        "folded"
+    }
+
+    fn extension(&self) -> &'static str {
+        "folded"
+    }
+
+    fn write(
+        &self,
+        profile: &Profile,
+        opts: &ExportOptions,
+        out: &mut dyn Write,
+    ) -> Result<(), ReportError> {
+        let mut counts: HashMap<(StackId, Owner), u64> = HashMap::new();
+        for group in profile.samples.iter().filter(|g| g.count > 0) {
+            let key = (group.stack, owner(opts.names, group.bucket, group.pid));
+            let count = counts.entry(key).or_default();
+            *count = count.saturating_add(group.count);
+        }
+        let mut names: HashMap<(FrameId, Owner), String> = HashMap::new();
+        let mut lines: Vec<(String, u64)> = counts
+            .into_iter()
+            .map(|((stack, owner), count)| {
+                let frames = &profile.stacks[stack as usize].frames;
+                let mut line = String::new();
+                for (i, &frame) in frames.iter().enumerate() {
+                    if i > 0 {
+                        line.push(';');
+                    }
+                    let name = names.entry((frame, owner)).or_insert_with(|| {
+                        let f = &profile.frames[frame as usize];
+                        escape(&frame_label(owner.1, owner.0, f, opts.names))
+                    });
+                    line.push_str(name);
+                }
+                if frames.is_empty() {
+                    line.push_str(NO_STACK);
+                }
+                (line, count)
+            })
+            .collect();
+        lines.sort_unstable();
+        let mut out = BufWriter::with_capacity(1 << 16, out);
+        let mut i = 0;
+        while i < lines.len() {
+            let (stack, mut count) = (&lines[i].0, lines[i].1);
+            let mut j = i + 1;
+            while j < lines.len() && lines[j].0 == *stack {
+                count = count.saturating_add(lines[j].1);
+                j += 1;
+            }
+            writeln!(out, "{stack} {count}")?;
+            i = j;
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
+/// `name` made safe for one frame of a folded line: `;` becomes `:`, control characters a space.
+pub fn escape(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            ';' => ':',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes() {
+        assert_eq!(escape("a;b\nc\td"), "a:b c d");
+        assert_eq!(escape("ünï::<'_> (x)"), "ünï::<'_> (x)");
+    }
+}

@@ -1,0 +1,223 @@
+//! From a profile's labelled samples to named stacks: every frame gets its report name once per
+//! label context (`PIDu:` / `PIDk:` / `OTHER` / `KERNEL:` / `IDLE:`, or plain), and samples are
+//! summed by (stack, labels), so the tree and the tables never look at a sample group again.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use pkprof_profile::{Bucket, Frame, FrameKind, Profile};
+
+use crate::names::{frame_label, NameStyle};
+
+/// A hash map keyed by small integers, hashed the way rustc's `FxHasher` does: the tree and the
+/// edge counts make millions of look-ups, where SipHash was half of the exporter's time.
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
+#[derive(Default)]
+pub(crate) struct Fx(u64);
+
+impl Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+/// What a name stands for, for colours and the tables' kind column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    User,
+    Kernel,
+    /// The syscall boundary frame (`sys_read`).
+    Syscall,
+    /// Any frame of a sample of the IDLE bucket (labelled names only).
+    Idle,
+}
+
+impl Kind {
+    /// One letter for the page's data (`u`, `k`, `s`, `i`).
+    pub(crate) fn letter(self) -> char {
+        match self {
+            Kind::User => 'u',
+            Kind::Kernel => 'k',
+            Kind::Syscall => 's',
+            Kind::Idle => 'i',
+        }
+    }
+}
+
+/// Interned report names; ids are indexes.
+#[derive(Default)]
+pub(crate) struct Names {
+    pub(crate) names: Vec<String>,
+    pub(crate) kinds: Vec<Kind>,
+    by_name: HashMap<String, u32>,
+}
+
+impl Names {
+    fn intern(&mut self, name: String, kind: Kind) -> u32 {
+        if let Some(&id) = self.by_name.get(&name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.clone());
+        self.kinds.push(kind);
+        self.by_name.insert(name, id);
+        id
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.names.len()
+    }
+}
+
+/// A profile's samples as named stacks (root first), summed.
+pub(crate) struct Folded {
+    /// All stacks' name ids back to back; `stacks[i]` is a range of it and a count.
+    ids: Vec<u32>,
+    stacks: Vec<(u32, u32, u128)>,
+    /// All samples, and those not in the IDLE bucket.
+    pub(crate) total: u128,
+    pub(crate) non_idle: u128,
+}
+
+impl Folded {
+    /// Each stack's names (root first) and sample count.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u32], u128)> + '_ {
+        self.stacks
+            .iter()
+            .map(|&(start, end, n)| (&self.ids[start as usize..end as usize], n))
+    }
+}
+
+/// Makes a name fit the folded-stack format inferno reads: `;` separates frames and the line
+/// ends in a count, so `;` becomes `,`, control characters become spaces and the name is trimmed.
+pub(crate) fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| match c {
+            ';' => ',',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect();
+    let s = s.trim();
+    if s.is_empty() {
+        "[unnamed]".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Who a sample's names depend on: nothing (plain names), or the bucket and, for the process
+/// buckets, the PID.
+fn context(bucket: Bucket, pid: u32, style: NameStyle) -> u64 {
+    if style == NameStyle::Plain {
+        return 0;
+    }
+    let pid = match bucket {
+        Bucket::Process | Bucket::Other => pid,
+        Bucket::Kernel | Bucket::Idle => 0,
+    };
+    let b = match bucket {
+        Bucket::Process => 0u64,
+        Bucket::Other => 1,
+        Bucket::Kernel => 2,
+        Bucket::Idle => 3,
+    };
+    (b << 32) | u64::from(pid)
+}
+
+fn bucket_of(ctx: u64) -> (Bucket, u32) {
+    let b = match ctx >> 32 {
+        0 => Bucket::Process,
+        1 => Bucket::Other,
+        2 => Bucket::Kernel,
+        _ => Bucket::Idle,
+    };
+    (b, ctx as u32)
+}
+
+/// Sums `profile`'s samples by named stack, interning names into `names` (shared by the two
+/// profiles of a diff, so equal names get equal ids).
+pub(crate) fn fold(profile: &Profile, style: NameStyle, names: &mut Names) -> Folded {
+    // 1. Sum sample groups by (stack, label context): a million groups become one entry per
+    //    distinct stack and process.
+    let mut by_key: FastMap<(u32, u64), u128> = FastMap::default();
+    let mut total = 0u128;
+    let mut non_idle = 0u128;
+    for s in &profile.samples {
+        if s.count == 0 || s.stack as usize >= profile.stacks.len() {
+            continue;
+        }
+        let n = u128::from(s.count);
+        total += n;
+        if s.bucket != Bucket::Idle {
+            non_idle += n;
+        }
+        let ctx = context(s.bucket, s.pid, style);
+        *by_key.entry((s.stack, ctx)).or_default() += n;
+    }
+    // A stable order, so the output does not depend on hashing.
+    let mut keys: Vec<((u32, u64), u128)> = by_key.into_iter().collect();
+    keys.sort_unstable_by_key(|&(k, _)| k);
+
+    // 2. Name each frame once per context.
+    let no_stack = Frame {
+        name: "[no stack]".to_string(),
+        ..Frame::default()
+    };
+    let mut per_ctx: FastMap<u64, Vec<u32>> = FastMap::default();
+    let mut ids = Vec::new();
+    let mut stacks = Vec::with_capacity(keys.len());
+    for ((stack, ctx), n) in keys {
+        let table = per_ctx
+            .entry(ctx)
+            .or_insert_with(|| vec![u32::MAX; profile.frames.len() + 1]);
+        let (bucket, pid) = bucket_of(ctx);
+        let mut name_of = |fid: usize, frame: &Frame| {
+            if table[fid] == u32::MAX {
+                let kind = match (frame.kind, bucket) {
+                    (_, Bucket::Idle) if style == NameStyle::Labelled => Kind::Idle,
+                    (FrameKind::User, _) => Kind::User,
+                    (FrameKind::Kernel, _) => Kind::Kernel,
+                    (FrameKind::Syscall, _) => Kind::Syscall,
+                };
+                let label = sanitize(&frame_label(pid, bucket, frame, style));
+                table[fid] = names.intern(label, kind);
+            }
+            table[fid]
+        };
+        let start = ids.len() as u32;
+        let frames = &profile.stacks[stack as usize].frames;
+        if frames.is_empty() {
+            ids.push(name_of(profile.frames.len(), &no_stack));
+        }
+        for &f in frames {
+            match profile.frames.get(f as usize) {
+                Some(frame) => ids.push(name_of(f as usize, frame)),
+                None => ids.push(name_of(profile.frames.len(), &no_stack)),
+            }
+        }
+        stacks.push((start, ids.len() as u32, n));
+    }
+    Folded {
+        ids,
+        stacks,
+        total,
+        non_idle,
+    }
+}

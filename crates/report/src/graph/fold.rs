@@ -1,0 +1,362 @@
+//! From labelled samples to routine stacks: each frame of a selected sample becomes a routine (its
+//! label, or the `--group` it joins), and the samples are summed per distinct routine stack so
+//! that every later pass handles each stack once.
+//!
+//! Exact call counts are attached here too: a routine's `calls` is known when every frame folded
+//! into it is a syscall-boundary frame (`PIDk:sys_NAME`, counted by `profile.syscalls`) or a
+//! uprobe-counted user function (`profile.func_counts`) of a process, and every such (PID, name)
+//! has a count; it is then the sum over those (PID, name). Anything else leaves it unknown.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use pkprof_profile::{Bucket, FrameKind, Profile, SampleGroup};
+
+use crate::names::{frame_label, NameStyle};
+use crate::select::Selection;
+
+/// The Fx hash (rustc's): fast for the small integer keys used here.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.add(u64::from(*b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        // The multiply leaves low bits depending on low input bits only; hashbrown picks buckets
+        // from the low bits, so bring the well-mixed high bits down (as rustc-hash 2 does).
+        self.0.rotate_left(26)
+    }
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// Exact call count of a routine while it is being built.
+#[derive(Clone, Debug)]
+enum Calls {
+    Exact { sum: u64, pids: Vec<u32> },
+    Unknown,
+}
+
+/// A routine: what one report line is about.
+#[derive(Clone, Debug)]
+pub(crate) struct RoutineInfo {
+    pub label: String,
+    pub group: bool,
+    calls: Calls,
+}
+
+impl RoutineInfo {
+    pub fn calls(&self) -> Option<u64> {
+        match &self.calls {
+            Calls::Exact { sum, .. } => Some(*sum),
+            Calls::Unknown => None,
+        }
+    }
+}
+
+/// One distinct routine stack (root first) with the samples that had it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FoldedStack {
+    pub start: u32,
+    pub len: u32,
+    pub count: u64,
+    /// The samples were outside the IDLE bucket.
+    pub busy: bool,
+}
+
+pub(crate) struct Folded {
+    pub routines: Vec<RoutineInfo>,
+    pub stacks: Vec<FoldedStack>,
+    /// Routine ids of every stack, concatenated.
+    pub frames: Vec<u32>,
+    /// For each selected sample (index into `profile.samples`), its folded stack; only when asked.
+    pub sample_stacks: Vec<(u32, u32)>,
+    /// Samples selected, and those of them outside the IDLE bucket.
+    pub samples: u64,
+    pub busy: u64,
+    /// Every sample of the profile, and those outside the IDLE bucket (before any filter).
+    pub profile_samples: u64,
+    pub profile_busy: u64,
+}
+
+impl Folded {
+    pub fn stack(&self, s: &FoldedStack) -> &[u32] {
+        &self.frames[s.start as usize..(s.start + s.len) as usize]
+    }
+}
+
+/// Exact counts by (PID, name): syscalls by name without `sys_`, functions by name.
+struct ExactCounts<'a> {
+    syscalls: HashMap<(u32, &'a str), u64>,
+    functions: HashMap<(u32, &'a str), u64>,
+}
+
+impl<'a> ExactCounts<'a> {
+    fn new(p: &'a Profile) -> Self {
+        let mut syscalls = HashMap::new();
+        for s in &p.syscalls {
+            let e: &mut u64 = syscalls.entry((s.pid, s.name.as_str())).or_default();
+            *e = e.saturating_add(s.count);
+        }
+        let mut functions = HashMap::new();
+        for f in &p.func_counts {
+            let e: &mut u64 = functions.entry((f.pid, f.function.as_str())).or_default();
+            *e = e.saturating_add(f.count);
+        }
+        ExactCounts {
+            syscalls,
+            functions,
+        }
+    }
+}
+
+struct Interner<'a> {
+    p: &'a Profile,
+    sel: &'a Selection,
+    exact: ExactCounts<'a>,
+    routines: Vec<RoutineInfo>,
+    by_label: HashMap<String, u32>,
+    by_frame: FxMap<(u32, u8, u32), u32>,
+}
+
+fn bucket_code(b: Bucket) -> u8 {
+    match b {
+        Bucket::Process => 0,
+        Bucket::Other => 1,
+        Bucket::Kernel => 2,
+        Bucket::Idle => 3,
+    }
+}
+
+impl Interner<'_> {
+    /// The routine of frame `f` (or `None`: a sample without a stack) in sample `s`.
+    fn routine(&mut self, f: Option<u32>, s: &SampleGroup) -> u32 {
+        let key = (f.unwrap_or(u32::MAX), bucket_code(s.bucket), s.pid);
+        if let Some(&r) = self.by_frame.get(&key) {
+            return r;
+        }
+        let (label, exact) = match f {
+            Some(f) => {
+                let frame = &self.p.frames[f as usize];
+                let label = frame_label(s.pid, s.bucket, frame, self.sel.names);
+                let exact = match (s.bucket, frame.kind) {
+                    (Bucket::Process | Bucket::Other, FrameKind::Syscall) => frame
+                        .name
+                        .strip_prefix("sys_")
+                        .and_then(|n| self.exact.syscalls.get(&(s.pid, n)).copied()),
+                    (Bucket::Process | Bucket::Other, FrameKind::User) => self
+                        .exact
+                        .functions
+                        .get(&(s.pid, frame.name.as_str()))
+                        .copied(),
+                    _ => None,
+                };
+                (label, exact)
+            }
+            None => (no_stack_label(s, self.sel.names), None),
+        };
+        let (label, group) = match self.sel.group_of(&label) {
+            Some(g) => (self.sel.groups[g].name.clone(), true),
+            None => (label, false),
+        };
+        let r = match self.by_label.get(&label) {
+            Some(&r) => r,
+            None => {
+                let r = self.routines.len() as u32;
+                self.by_label.insert(label.clone(), r);
+                self.routines.push(RoutineInfo {
+                    label,
+                    group,
+                    calls: Calls::Exact {
+                        sum: 0,
+                        pids: Vec::new(),
+                    },
+                });
+                r
+            }
+        };
+        let info = &mut self.routines[r as usize];
+        info.calls = match (std::mem::replace(&mut info.calls, Calls::Unknown), exact) {
+            (Calls::Exact { sum, mut pids }, Some(n)) if !group => {
+                if !pids.contains(&s.pid) {
+                    pids.push(s.pid);
+                    Calls::Exact {
+                        sum: sum.saturating_add(n),
+                        pids,
+                    }
+                } else {
+                    Calls::Exact { sum, pids }
+                }
+            }
+            _ => Calls::Unknown,
+        };
+        self.by_frame.insert(key, r);
+        r
+    }
+}
+
+/// The name of the routine standing for a sample recorded without any frame.
+fn no_stack_label(s: &SampleGroup, names: NameStyle) -> String {
+    match (names, s.bucket) {
+        (NameStyle::Plain, _) => "[no stack]".into(),
+        (_, Bucket::Process) => format!("{}:[no stack]", s.pid),
+        (_, Bucket::Other) => "OTHER:[no stack]".into(),
+        (_, Bucket::Kernel) => "KERNEL:[no stack]".into(),
+        (_, Bucket::Idle) => "IDLE:[no stack]".into(),
+    }
+}
+
+/// Folds the selected samples of `p` into routine stacks. `per_sample`: also record which folded
+/// stack each selected sample went to (for `--by` tables).
+///
+/// Two passes: the samples are first summed per (stack, label key), where the label key is the
+/// (bucket, PID) that decides every frame's label; then the distinct pairs are folded one label
+/// key at a time, with a frame -> routine table reused across that key's stacks.
+pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
+    let mut it = Interner {
+        p,
+        sel,
+        exact: ExactCounts::new(p),
+        routines: Vec::new(),
+        by_label: HashMap::new(),
+        by_frame: FxMap::default(),
+    };
+    let mut out = Folded {
+        routines: Vec::new(),
+        stacks: Vec::new(),
+        frames: Vec::new(),
+        sample_stacks: Vec::new(),
+        samples: 0,
+        busy: 0,
+        profile_samples: 0,
+        profile_busy: 0,
+    };
+
+    // Pass 1: distinct (stack, label key) pairs, their first sample and their count.
+    let mut label_keys: FxMap<(u8, u32), u32> = FxMap::default();
+    let mut last_key = None;
+    let mut pair_of: FxMap<u64, u32> = FxMap::default();
+    pair_of.reserve(p.samples.len().min(4 * p.stacks.len() + 1024));
+    // (label key, stack, first sample, count)
+    let mut pairs: Vec<(u32, u32, u32, u64)> = Vec::new();
+    let mut sample_pairs: Vec<(u32, u32)> = Vec::new();
+    let mut keep = sel.sample_filter();
+    for (i, s) in p.samples.iter().enumerate() {
+        out.profile_samples = out.profile_samples.saturating_add(s.count);
+        if s.bucket != Bucket::Idle {
+            out.profile_busy = out.profile_busy.saturating_add(s.count);
+        }
+        if !keep(s) {
+            continue;
+        }
+        let lk_id = (bucket_code(s.bucket), s.pid);
+        let lk = match last_key {
+            Some((k, id)) if k == lk_id => id,
+            _ => {
+                let next = label_keys.len() as u32;
+                let id = *label_keys.entry(lk_id).or_insert(next);
+                last_key = Some((lk_id, id));
+                id
+            }
+        };
+        let next = pairs.len() as u32;
+        let pair = *pair_of
+            .entry(u64::from(s.stack) << 32 | u64::from(lk))
+            .or_insert(next);
+        if pair == next {
+            pairs.push((lk, s.stack, i as u32, 0));
+        }
+        let e = &mut pairs[pair as usize].3;
+        *e = e.saturating_add(s.count);
+        if per_sample {
+            sample_pairs.push((i as u32, pair));
+        }
+    }
+    drop(pair_of);
+
+    // Pass 2: fold each pair, one label key at a time.
+    let mut order: Vec<u32> = (0..pairs.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| (pairs[i as usize].0, pairs[i as usize].1));
+    let mut folded_of = vec![u32::MAX; pairs.len()];
+    // frame -> routine under the current label key, valid where stamp == the key + 1.
+    let mut stamp = vec![0u32; p.frames.len()];
+    let mut routine_of = vec![0u32; p.frames.len()];
+    let mut scratch: Vec<u32> = Vec::new();
+    for &pi in &order {
+        let (lk, stack, first, count) = pairs[pi as usize];
+        let s = &p.samples[first as usize];
+        scratch.clear();
+        let src = &p.stacks[stack as usize].frames;
+        if src.is_empty() {
+            scratch.push(it.routine(None, s));
+        }
+        for &f in src {
+            let r = if stamp[f as usize] == lk + 1 {
+                routine_of[f as usize]
+            } else {
+                if !sel.keep_frame(&p.frames[f as usize]) {
+                    continue;
+                }
+                let r = it.routine(Some(f), s);
+                stamp[f as usize] = lk + 1;
+                routine_of[f as usize] = r;
+                r
+            };
+            // A group is one routine: calls between its members are inside it.
+            if scratch.last() == Some(&r) && it.routines[r as usize].group {
+                continue;
+            }
+            scratch.push(r);
+        }
+        if scratch.is_empty() {
+            continue; // the frame filter left nothing
+        }
+        let busy = s.bucket != Bucket::Idle;
+        folded_of[pi as usize] = out.stacks.len() as u32;
+        out.stacks.push(FoldedStack {
+            start: out.frames.len() as u32,
+            len: scratch.len() as u32,
+            count,
+            busy,
+        });
+        out.frames.extend_from_slice(&scratch);
+        out.samples = out.samples.saturating_add(count);
+        if busy {
+            out.busy = out.busy.saturating_add(count);
+        }
+    }
+    if per_sample {
+        out.sample_stacks = sample_pairs
+            .into_iter()
+            .filter_map(|(i, pair)| {
+                let f = folded_of[pair as usize];
+                (f != u32::MAX).then_some((i, f))
+            })
+            .collect();
+    }
+    out.routines = it.routines;
+    out
+}
