@@ -9,8 +9,24 @@
 //! the index of an entry left out by `--min-percent`), followed by an index by name. The
 //! difference: times come from the sampled stacks (see [`crate::graph`]), and `called` is filled
 //! only where the count is exact (a routine's calls from syscall or uprobe counts; never per arc).
+//!
+//! ```text
+//! index % time    self  children    called     name
+//!                 0.34    0.12                     1u:main [1]
+//! [2]     93.9    0.34    0.12                 <cycle 1 as a whole> [2]
+//!                 0.24    0.07                     1u:A <cycle 1> [3]
+//!                 0.10    0.05                     1u:B <cycle 1> [4]
+//! -----------------------------------------------
+//!                                                  1u:A <cycle 1> [3]
+//!                                                  1u:B <cycle 1> [4]
+//!                 0.34    0.12                     1u:main [1]
+//! [3]     63.3    0.24    0.07                 1u:A <cycle 1> [3]
+//!                 0.07    0.00                     1u:C [5]
+//!                                                  1u:B <cycle 1> [4]
+//!                                                  1u:A <cycle 1> [3]
+//! -----------------------------------------------
+//! ```
 
-use std::cmp::Ordering;
 use std::io::Write;
 
 use crate::flat::fmt_g;
@@ -42,11 +58,41 @@ const INDENT: &[u8] = b"             ";
 const BLANK_LINE: &[u8] = b"                                                 ";
 
 impl Printer<'_> {
+    /// The arcs `ids` in gprof's order: parents by increasing time (self-calls first, then arcs
+    /// inside the cycle), children by decreasing time (the same, reversed); ties by the name at
+    /// the other end. Sorted on one packed integer key per arc.
+    fn sorted(&self, ids: &[u32], children: bool) -> Vec<&CallArc> {
+        let g = self.g;
+        let mut keyed: Vec<(u128, u32)> = ids
+            .iter()
+            .map(|&i| {
+                let a = &g.arcs[i as usize];
+                let kind = match a.kind {
+                    ArcKind::SelfCall => 0u128,
+                    ArcKind::InCycle => 1,
+                    ArcKind::Normal => 2,
+                };
+                let time = u128::from(a.self_samples.saturating_add(a.child_samples));
+                let other = if children { a.callee } else { a.caller };
+                let name = u128::from(self.name_rank[other as usize]);
+                let key = if children {
+                    (2 - kind) << 120 | (u128::from(u64::MAX) - time) << 32 | name
+                } else {
+                    kind << 120 | time << 32 | name
+                };
+                (key, i)
+            })
+            .collect();
+        keyed.sort_unstable_by_key(|&(k, _)| k);
+        keyed
+            .into_iter()
+            .map(|(_, i)| &g.arcs[i as usize])
+            .collect()
+    }
+
     /// `samples` as seconds in gprof's `%7.2f`, computed in integers (hundredths, rounded half up).
     fn secs(&self, s: &mut Vec<u8>, samples: u64) {
-        let hundredths =
-            (u128::from(samples) * u128::from(self.g.period_ns) + 5_000_000) / 10_000_000;
-        fixed2(s, hundredths, 7);
+        fixed2(s, self.g.hundredths(samples), 7);
     }
 
     /// A routine's name as gprof prints it: label, `<cycle N>`, `[index]` or `(index)`.
@@ -104,7 +150,12 @@ impl Printer<'_> {
     /// The `[index]  % time    self  children` start of an entry line.
     fn entry_start(&self, s: &mut Vec<u8>, index: usize, samples: u64, self_samples: u64) {
         s.extend_from_slice(
-            format!("{:<6} {:5.1} ", format!("[{index}]"), self.g.percent(samples)).as_bytes(),
+            format!(
+                "{:<6} {:5.1} ",
+                format!("[{index}]"),
+                self.g.percent(samples)
+            )
+            .as_bytes(),
         );
         self.secs(s, self_samples);
         s.push(b' ');
@@ -114,16 +165,11 @@ impl Printer<'_> {
     fn routine_entry(&self, s: &mut Vec<u8>, r: RoutineId) {
         let g = self.g;
         let routine = &g.routines[r as usize];
-        let mut parents: Vec<&CallArc> = g.parents_of(r)
-            .iter()
-            .map(|&a| &g.arcs[a as usize])
-            .collect();
+        let parents = self.sorted(g.parents_of(r), false);
         if parents.is_empty() {
             s.extend_from_slice(BLANK_LINE);
             s.extend_from_slice(b"<spontaneous>\n");
         }
-        let rank = |r: RoutineId| self.name_rank[r as usize];
-        parents.sort_unstable_by(|a, b| arc_order(a, b).then(rank(a.caller).cmp(&rank(b.caller))));
         for a in parents {
             match a.kind {
                 ArcKind::Normal => self.timed_line(s, a.self_samples, a.child_samples, a.caller),
@@ -140,12 +186,7 @@ impl Printer<'_> {
         s.extend_from_slice(Self::called(routine.calls).as_bytes());
         s.extend_from_slice(self.names[r as usize].as_bytes());
         s.push(b'\n');
-        let mut children: Vec<&CallArc> = g.children_of(r)
-            .iter()
-            .map(|&a| &g.arcs[a as usize])
-            .collect();
-        children.sort_unstable_by(|a, b| arc_order(b, a).then(rank(a.callee).cmp(&rank(b.callee))));
-        for a in children {
+        for a in self.sorted(g.children_of(r), true) {
             match a.kind {
                 ArcKind::Normal => self.timed_line(s, a.self_samples, a.child_samples, a.callee),
                 _ => self.untimed_line(s, a.callee),
@@ -196,7 +237,7 @@ impl Printer<'_> {
 }
 
 /// Appends `hundredths / 100` with two decimals, right-aligned in `width` (as `%W.2f`).
-fn fixed2(s: &mut Vec<u8>, hundredths: u128, width: usize) {
+pub(crate) fn fixed2(s: &mut Vec<u8>, hundredths: u128, width: usize) {
     let mut digits = [0u8; 48];
     let mut n = hundredths;
     let mut len = 0;
@@ -220,19 +261,6 @@ impl CallGraph {
     fn label(&self, r: RoutineId) -> &str {
         &self.routines[r as usize].label
     }
-}
-
-/// gprof's order of arcs around one routine: self-calls least, then arcs inside a cycle, then by
-/// time through the arc.
-fn arc_order(a: &CallArc, b: &CallArc) -> Ordering {
-    let rank = |x: &CallArc| match x.kind {
-        ArcKind::SelfCall => 0,
-        ArcKind::InCycle => 1,
-        ArcKind::Normal => 2,
-    };
-    rank(a)
-        .cmp(&rank(b))
-        .then_with(|| (a.self_samples + a.child_samples).cmp(&(b.self_samples + b.child_samples)))
 }
 
 /// Writes the call-graph profile of `g`.
@@ -277,7 +305,9 @@ pub fn write_callgraph(
             Entry::Cycle(k) => p.cycle_index[*k] = (pos + 1, shown),
         }
     }
-    p.names = (0..g.routines.len() as u32).map(|r| p.make_name(r)).collect();
+    p.names = (0..g.routines.len() as u32)
+        .map(|r| p.make_name(r))
+        .collect();
 
     let mut s = String::new();
     s.push_str("\t\t\tCall graph\n\n\n");

@@ -149,7 +149,9 @@ pub fn write_diff(
             ta.selected, tb.selected
         ));
     }
-    s.push_str("change: B's % all minus A's, in percentage points; relative: change / A's % all\n\n");
+    s.push_str(
+        "change: B's % all minus A's, in percentage points; relative: change / A's % all\n\n",
+    );
     let key_width = sel.by.map(|by| {
         rows.iter()
             .filter_map(|r| r.key.as_deref())
@@ -238,4 +240,3 @@ fn cells((samples, busy): (u64, u64), t: &DcpiTable, wall: Option<f64>) -> Strin
     };
     format!("{n:>10} {all:>9} {non_idle:>13} {rate:>10}")
 }
-

@@ -5,9 +5,12 @@
 //! Flat profile:
 //!
 //! Each sample counts as 0.01 seconds.
-//!   %   cumulative   self              self     total      % of
+//! % of non-idle: self samples as a share of the profile's 100 samples outside the IDLE bucket.
+//!   %   cumulative   self              self     total       % of
 //!  time   seconds   seconds    calls  ms/call  ms/call  non-idle  name
-//!  60.00      0.06     0.06                                 75.00  100u:work
+//!  50.00      1.00     1.00                                       IDLE:default_idle
+//!  15.00      1.30     0.30                                30.00  100u:parse
+//!   5.00      1.90     0.10     1000     0.10     0.60     10.00  100u:handle
 //! ```
 //!
 //! Sorted by self time, then calls, then name (as gprof). `calls`, `self ms/call` and
@@ -19,6 +22,7 @@
 
 use std::io::Write;
 
+use crate::callgraph::fixed2;
 use crate::graph::{percent, CallGraph};
 use crate::select::Selection;
 use crate::ReportError;
@@ -111,12 +115,12 @@ pub fn write_flat(g: &CallGraph, sel: &Selection, out: &mut dyn Write) -> Result
         }
         cumulative += r.self_samples;
         line.clear();
-        line.push_str(&format!(
-            "{:6.2} {:9.2} {:8.2}",
-            pct,
-            g.seconds(cumulative),
-            g.seconds(r.self_samples)
-        ));
+        line.push_str(&format!("{pct:6.2} "));
+        let mut secs = Vec::with_capacity(18);
+        fixed2(&mut secs, g.hundredths(cumulative), 9);
+        secs.push(b' ');
+        fixed2(&mut secs, g.hundredths(r.self_samples), 8);
+        line.push_str(std::str::from_utf8(&secs).expect("digits are ASCII"));
         match r.calls {
             Some(c) if c > 0 => line.push_str(&format!(
                 " {:8} {:8.2} {:8.2}",

@@ -142,9 +142,7 @@ impl CallGraph {
     /// or when the filters leave none.
     pub fn build(p: &Profile, sel: &Selection) -> Result<CallGraph, ReportError> {
         check_samples(p)?;
-        let t0 = std::time::Instant::now();
         let folded = fold(p, sel, false);
-        eprintln!("T fold {:?}", t0.elapsed());
         if folded.samples == 0 {
             return Err(no_match(sel));
         }
@@ -183,6 +181,12 @@ impl CallGraph {
         samples as f64 * self.period_ns as f64 / 1e9
     }
 
+    /// Hundredths of a second `samples` stand for, rounded half up (for `%.2f` columns printed
+    /// from integers, the same in every report).
+    pub fn hundredths(&self, samples: u64) -> u128 {
+        (u128::from(samples) * u128::from(self.period_ns) + 5_000_000) / 10_000_000
+    }
+
     /// `samples` as a percentage of the selected samples.
     pub fn percent(&self, samples: u64) -> f64 {
         percent(samples, self.samples)
@@ -213,8 +217,52 @@ pub(crate) fn no_match(sel: &Selection) -> ReportError {
     })
 }
 
+/// The distinct arcs (caller, callee) of the stacks, grouped by caller, and the arc joining each
+/// stack position to the one before it (`u32::MAX` at roots). The positions are bucketed by caller
+/// (a counting sort), then each caller's callees are deduplicated with a table indexed by callee:
+/// no hashing of millions of pairs.
+fn arcs_of(f: &Folded, n: usize) -> (Vec<(u32, u32)>, Vec<u32>) {
+    let mut start = vec![0u32; n + 1];
+    for st in &f.stacks {
+        for w in f.stack(st).windows(2) {
+            start[w[0] as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    // (callee, position) bucketed by caller
+    let mut by_caller = vec![(0u32, 0u32); start[n] as usize];
+    for st in &f.stacks {
+        let frames = f.stack(st);
+        for i in 1..frames.len() {
+            let slot = &mut fill[frames[i - 1] as usize];
+            by_caller[*slot as usize] = (frames[i], st.start + i as u32);
+            *slot += 1;
+        }
+    }
+    drop(fill);
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    let mut arc_at = vec![u32::MAX; f.frames.len()];
+    let mut seen_for = vec![u32::MAX; n];
+    let mut seen_arc = vec![0u32; n];
+    for caller in 0..n {
+        let bucket = &by_caller[start[caller] as usize..start[caller + 1] as usize];
+        for &(callee, pos) in bucket {
+            let c = callee as usize;
+            if seen_for[c] != caller as u32 {
+                seen_for[c] = caller as u32;
+                seen_arc[c] = pairs.len() as u32;
+                pairs.push((caller as u32, callee));
+            }
+            arc_at[pos as usize] = seen_arc[c];
+        }
+    }
+    (pairs, arc_at)
+}
+
 fn measure(f: &Folded, period_ns: u64) -> CallGraph {
-    let t0 = std::time::Instant::now();
     let n = f.routines.len();
     let mut routines: Vec<Routine> = f
         .routines
@@ -232,13 +280,7 @@ fn measure(f: &Folded, period_ns: u64) -> CallGraph {
         })
         .collect();
 
-    // Pass 1: self, total, roots, and the arcs (arc of each stack position but the root).
-    // At most one arc per stack position but the roots: reserved so the table never grows.
-    let most = f.frames.len() - f.stacks.len();
-    let mut arc_ids: FxMap<u64, u32> = FxMap::default();
-    arc_ids.reserve(most);
-    let mut arc_pairs: Vec<(u32, u32)> = Vec::with_capacity(most);
-    let mut arc_at: Vec<u32> = vec![u32::MAX; f.frames.len()];
+    // Pass 1: self, total and roots.
     let mut stamp: Vec<u32> = vec![u32::MAX; n];
     for (si, st) in f.stacks.iter().enumerate() {
         let frames = f.stack(st);
@@ -249,26 +291,14 @@ fn measure(f: &Folded, period_ns: u64) -> CallGraph {
             leaf.self_busy += c;
         }
         routines[frames[0] as usize].root += c;
-        for (i, &r) in frames.iter().enumerate() {
+        for &r in frames {
             if stamp[r as usize] != si as u32 {
                 stamp[r as usize] = si as u32;
                 routines[r as usize].total += c;
             }
-            if i > 0 {
-                let pair = (frames[i - 1], r);
-                let next = arc_pairs.len() as u32;
-                let id = *arc_ids
-                    .entry(u64::from(pair.0) << 32 | u64::from(r))
-                    .or_insert(next);
-                if id == next {
-                    arc_pairs.push(pair);
-                }
-                arc_at[st.start as usize + i] = id;
-            }
         }
     }
-
-    eprintln!("T pass1 {:?}", t0.elapsed());
+    let (arc_pairs, arc_at) = arcs_of(f, n);
     // Cycles: components with more than one routine.
     let comp = scc::components(n, &arc_pairs);
     let mut size = vec![0u32; n];
@@ -311,7 +341,6 @@ fn measure(f: &Folded, period_ns: u64) -> CallGraph {
         })
         .collect();
 
-    eprintln!("T scc {:?}", t0.elapsed());
     // Pass 2: time along arcs between components, and through cycles.
     for st in &f.stacks {
         let frames = f.stack(st);
@@ -354,7 +383,6 @@ fn measure(f: &Folded, period_ns: u64) -> CallGraph {
         }
     }
 
-    eprintln!("T pass2 {:?}", t0.elapsed());
     let parents = Adjacency::new(n, &arcs, |a| a.callee);
     let children = Adjacency::new(n, &arcs, |a| a.caller);
     for cycle in &mut cycles {
@@ -372,7 +400,6 @@ fn measure(f: &Folded, period_ns: u64) -> CallGraph {
         cycle.parents = by_caller.into_iter().map(|(r, (s, c))| (r, s, c)).collect();
         cycle.parents.sort_unstable();
     }
-    eprintln!("T lists {:?}", t0.elapsed());
     // Number cycles by decreasing total, then by their first member's name.
     let key = |c: &Cycle, routines: &[Routine]| {
         c.members

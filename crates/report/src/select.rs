@@ -61,7 +61,12 @@ impl std::str::FromStr for ByKey {
             "bucket" => ByKey::Bucket,
             "context" => ByKey::Context,
             "cgroup" => ByKey::Cgroup,
-            _ => return Err(format!("unknown key {s:?} (known: {})", ByKey::NAMES.join(", "))),
+            _ => {
+                return Err(format!(
+                    "unknown key {s:?} (known: {})",
+                    ByKey::NAMES.join(", ")
+                ))
+            }
         })
     }
 }
@@ -337,7 +342,8 @@ impl Selection {
             func_counts: p.func_counts.clone(),
             ..Profile::default()
         };
-        let mut frame_ids: HashMap<(u32, Option<usize>), u32> = HashMap::new();
+        // Source frame, or (group, kind) for a group's frame: one new frame each.
+        let mut frame_ids: HashMap<(u32, Option<(usize, FrameKind)>), u32> = HashMap::new();
         let mut stack_ids: HashMap<Vec<u32>, u32> = HashMap::new();
         let mut by_key: HashMap<(u32, Bucket, u32), Option<u32>> = HashMap::new();
         let mut label_group: HashMap<(u32, Bucket, u32), Option<usize>> = HashMap::new();
@@ -367,7 +373,11 @@ impl Selection {
                         continue;
                     }
                     last_group = group;
-                    let id = *frame_ids.entry((f, group)).or_insert_with(|| {
+                    let key = match group {
+                        None => (f, None),
+                        Some(g) => (u32::MAX, Some((g, frame.kind))),
+                    };
+                    let id = *frame_ids.entry(key).or_insert_with(|| {
                         let new = match group {
                             None => frame.clone(),
                             Some(g) => Frame {
@@ -394,37 +404,11 @@ impl Selection {
                 Some(id)
             });
             if let Some(stack) = stack {
-                out.samples.push(SampleGroup {
-                    stack,
-                    ..s.clone()
-                });
+                out.samples.push(SampleGroup { stack, ..s.clone() });
             }
         }
-        // Group frames of the same group and kind were interned once per source frame: merge them.
-        dedup_group_frames(&mut out);
         out
     }
-}
-
-/// After [`Selection::apply`], one frame per (group, kind) instead of one per grouped source frame.
-fn dedup_group_frames(p: &mut Profile) {
-    let mut canon: HashMap<(String, FrameKind), u32> = HashMap::new();
-    let mut remap: Vec<u32> = (0..p.frames.len() as u32).collect();
-    for (i, f) in p.frames.iter().enumerate() {
-        if f.module == "[group]" {
-            remap[i] = *canon.entry((f.name.clone(), f.kind)).or_insert(i as u32);
-        }
-    }
-    if remap.iter().enumerate().all(|(i, &r)| i as u32 == r) {
-        return;
-    }
-    for s in &mut p.stacks {
-        for f in &mut s.frames {
-            *f = remap[*f as usize];
-        }
-        s.frames.dedup();
-    }
-    // Unused duplicate frames stay in the table: harmless, and no index moves.
 }
 
 fn known_pids(profiles: &[&Profile]) -> String {

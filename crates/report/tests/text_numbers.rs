@@ -8,9 +8,7 @@ use pkprof_report::diff::diff_rows;
 use pkprof_report::graph::ArcKind;
 use pkprof_report::names::NameStyle;
 use pkprof_report::select::{ByKey, FrameFilter};
-use pkprof_report::{
-    write_callgraph, CallGraph, DcpiTable, ReportError, SelectOptions, Selection,
-};
+use pkprof_report::{write_callgraph, CallGraph, DcpiTable, ReportError, SelectOptions, Selection};
 use text_support::{changed, cycle, render, small, two_parents, Builder};
 
 fn graph(p: &Profile, opts: SelectOptions) -> CallGraph {
@@ -19,7 +17,9 @@ fn graph(p: &Profile, opts: SelectOptions) -> CallGraph {
 }
 
 fn routine<'a>(g: &'a CallGraph, label: &str) -> &'a pkprof_report::graph::Routine {
-    &g.routines[g.routine(label).unwrap_or_else(|| panic!("no routine {label}")) as usize]
+    &g.routines[g
+        .routine(label)
+        .unwrap_or_else(|| panic!("no routine {label}")) as usize]
 }
 
 #[test]
@@ -44,9 +44,18 @@ fn two_parents_split_40_60() {
         .skip(1)
         .take(3)
         .collect();
-    assert!(entry[0].contains("0.40    0.00") && entry[0].ends_with("1u:A [4]"), "{text}");
-    assert!(entry[1].contains("0.60    0.00") && entry[1].ends_with("1u:B [3]"), "{text}");
-    assert!(entry[2].starts_with("[1]    100.0    1.00    0.00"), "{text}");
+    assert!(
+        entry[0].contains("0.40    0.00") && entry[0].ends_with("1u:A [4]"),
+        "{text}"
+    );
+    assert!(
+        entry[1].contains("0.60    0.00") && entry[1].ends_with("1u:B [3]"),
+        "{text}"
+    );
+    assert!(
+        entry[2].starts_with("[1]    100.0    1.00    0.00"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -87,11 +96,15 @@ fn cycle_a_b_a() {
 #[test]
 fn recursion_counts_once_per_stack() {
     let mut b = Builder::new(100, 1, 1);
-    b.proc(1, "app", "main;f;f;f;g", 10).proc(1, "app", "main;f", 5);
+    b.proc(1, "app", "main;f;f;f;g", 10)
+        .proc(1, "app", "main;f", 5);
     let p = b.build();
     let g = graph(&p, SelectOptions::default());
     let f = routine(&g, "1u:f");
-    assert_eq!((f.self_samples, f.total, f.children, f.cycle), (5, 15, 10, None));
+    assert_eq!(
+        (f.self_samples, f.total, f.children, f.cycle),
+        (5, 15, 10, None)
+    );
     assert_eq!(g.arc("1u:f", "1u:g").unwrap().self_samples, 10);
     assert_eq!(g.arc("1u:f", "1u:f").unwrap().kind, ArcKind::SelfCall);
     let into_f = g.arc("1u:main", "1u:f").unwrap();
@@ -106,7 +119,12 @@ fn exact_calls_from_syscalls_and_uprobes() {
     assert_eq!(routine(&g, "100k:sys_write").calls, Some(50));
     assert_eq!(routine(&g, "100u:handle").calls, Some(1000));
     // Not counted: blank, never invented.
-    for label in ["100u:main", "100u:parse", "100k:vfs_read", "KERNEL:rcu_core"] {
+    for label in [
+        "100u:main",
+        "100u:parse",
+        "100k:vfs_read",
+        "KERNEL:rcu_core",
+    ] {
         assert_eq!(routine(&g, label).calls, None, "{label}");
     }
     let text = render(|out| pkprof_report::write_flat(&g, &Selection::default(), out));
@@ -138,7 +156,10 @@ fn plain_names_sum_exact_calls_of_every_process() {
         names: NameStyle::Plain,
         ..SelectOptions::default()
     };
-    assert_eq!(routine(&graph(&p, plain.clone()), "sys_read").calls, Some(12));
+    assert_eq!(
+        routine(&graph(&p, plain.clone()), "sys_read").calls,
+        Some(12)
+    );
     // One process without a count: the sum would be a guess, so blank.
     let mut b = Builder::new(100, 1, 1);
     b.proc(1, "a", "main;sys_read", 10)
@@ -162,7 +183,10 @@ fn groups_fold_routines() {
     assert!(g.routine("100k:sys_read").is_none());
     assert_eq!(g.arc("100u:handle", "io").unwrap().self_samples, 20);
     assert_eq!(g.arc("100u:log", "io").unwrap().self_samples, 10);
-    assert!(g.arc("io", "io").is_none(), "calls inside a group are not arcs");
+    assert!(
+        g.arc("io", "io").is_none(),
+        "calls inside a group are not arcs"
+    );
 
     let sel = Selection::new(&opts, &[&p]).unwrap();
     let t = DcpiTable::build(&p, &sel).unwrap();
@@ -179,7 +203,10 @@ fn dcpi_by_process() {
     };
     let sel = Selection::new(&opts, &[&p]).unwrap();
     let t = DcpiTable::build(&p, &sel).unwrap();
-    assert_eq!((t.profile_samples, t.profile_busy, t.selected), (200, 100, 200));
+    assert_eq!(
+        (t.profile_samples, t.profile_busy, t.selected),
+        (200, 100, 200)
+    );
     let keys: Vec<(&str, u64, u64)> = t
         .keys
         .iter()
@@ -196,7 +223,10 @@ fn dcpi_by_process() {
         ]
     );
     let parse = t.rows.iter().find(|r| r.procedure == "100u:parse").unwrap();
-    assert_eq!((parse.key.as_deref(), parse.samples), (Some("100 server"), 30));
+    assert_eq!(
+        (parse.key.as_deref(), parse.samples),
+        (Some("100 server"), 30)
+    );
 }
 
 #[test]
@@ -267,6 +297,29 @@ fn apply_gives_exporters_the_selection() {
         ]
     );
     assert_eq!(f.meta, p.meta);
+
+    // Recursion stays; a group's frames become one frame, shared by every stack.
+    let mut b = Builder::new(100, 1, 1);
+    b.proc(1, "app", "main;f;f;sel_a;sel_b", 2)
+        .proc(1, "app", "main;sel_b", 3);
+    let p = b.build();
+    let opts = SelectOptions {
+        groups: vec!["sel=u:sel_".into()],
+        ..SelectOptions::default()
+    };
+    let f = Selection::new(&opts, &[&p]).unwrap().apply(&p);
+    let stacks: Vec<Vec<&str>> = f
+        .samples
+        .iter()
+        .map(|s| f.stack_frames(s.stack).map(|fr| fr.name.as_str()).collect())
+        .collect();
+    assert_eq!(stacks, [vec!["main", "f", "f", "sel"], vec!["main", "sel"]]);
+    let sel_ids: Vec<u32> = f
+        .samples
+        .iter()
+        .map(|s| *f.stacks[s.stack as usize].frames.last().unwrap())
+        .collect();
+    assert_eq!(sel_ids[0], sel_ids[1]);
 }
 
 #[test]
@@ -293,7 +346,10 @@ fn diff_normalises_shares() {
         ]
     );
     // copy_to_user: 20 of 200 and 40 of 400 samples: the same share, no change.
-    let copy = rows.iter().find(|r| r.procedure == "100k:copy_to_user").unwrap();
+    let copy = rows
+        .iter()
+        .find(|r| r.procedure == "100k:copy_to_user")
+        .unwrap();
     assert_eq!((copy.a.0, copy.b.0, copy.change()), (20, 40, 0.0));
 }
 
@@ -309,7 +365,10 @@ fn bad_selections_are_one_line_errors() {
         groups: vec!["x=(".into()],
         ..SelectOptions::default()
     });
-    assert!(e.starts_with("--group \"x=(\": invalid regular expression"), "{e}");
+    assert!(
+        e.starts_with("--group \"x=(\": invalid regular expression"),
+        "{e}"
+    );
     let e = err(SelectOptions {
         groups: vec!["no-equals".into()],
         ..SelectOptions::default()
@@ -319,7 +378,10 @@ fn bad_selections_are_one_line_errors() {
         comm: Some("[a-".into()),
         ..SelectOptions::default()
     });
-    assert!(e.starts_with("--comm \"[a-\": invalid regular expression"), "{e}");
+    assert!(
+        e.starts_with("--comm \"[a-\": invalid regular expression"),
+        "{e}"
+    );
     let e = err(SelectOptions {
         pids: vec![100, 4242],
         ..SelectOptions::default()

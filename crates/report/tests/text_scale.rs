@@ -7,9 +7,7 @@ use std::time::Instant;
 
 use pkprof_profile::synthetic::synthetic;
 use pkprof_report::graph::ArcKind;
-use pkprof_report::{
-    write_callgraph, write_dcpi, write_flat, CallGraph, SelectOptions, Selection,
-};
+use pkprof_report::{write_callgraph, write_dcpi, write_flat, CallGraph, SelectOptions, Selection};
 
 #[test]
 fn invariants_on_a_synthetic_profile() {
@@ -20,18 +18,24 @@ fn invariants_on_a_synthetic_profile() {
     let self_sum: u64 = g.routines.iter().map(|r| r.self_samples).sum();
     assert_eq!(self_sum, g.samples, "every sample has one leaf");
     for (i, r) in g.routines.iter().enumerate() {
-        assert!(r.self_samples <= r.total && r.total <= g.samples, "{}", r.label);
+        assert!(
+            r.self_samples <= r.total && r.total <= g.samples,
+            "{}",
+            r.label
+        );
         // Time passed by the arcs into a routine from other components: its total less the
         // samples where it is the root (cycle members: the arcs into the cycle as a whole).
         if r.cycle.is_none() {
-            let into: u64 = g.parents_of(i as u32)
+            let into: u64 = g
+                .parents_of(i as u32)
                 .iter()
                 .map(|&a| &g.arcs[a as usize])
                 .filter(|a| a.kind == ArcKind::Normal)
                 .map(|a| a.self_samples + a.child_samples)
                 .sum();
             assert_eq!(into, r.total - r.root, "{}", r.label);
-            let out: u64 = g.children_of(i as u32)
+            let out: u64 = g
+                .children_of(i as u32)
                 .iter()
                 .map(|&a| &g.arcs[a as usize])
                 .filter(|a| a.kind == ArcKind::Normal)
@@ -63,7 +67,12 @@ fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
     let after_comm = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // Fields 14 and 15 of stat (utime, stime), counted from 3 after the command name.
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -101,5 +110,8 @@ fn one_million_samples_over_50k_stacks() {
         "call graph measured: {built_wall:.3} s wall, {built_cpu:.2} s CPU; with the flat profile and call graph written ({:.1} MB): {total_wall:.3} s wall, {total_cpu:.2} s CPU; DCPI table: {dcpi_wall:.3} s wall, {dcpi_cpu:.2} s CPU",
         bytes as f64 / 1e6,
     );
-    assert!(total_cpu < 2.0, "flat + call graph took {total_cpu:.2} s of CPU");
+    assert!(
+        total_cpu < 2.0,
+        "flat + call graph took {total_cpu:.2} s of CPU"
+    );
 }

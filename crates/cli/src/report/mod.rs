@@ -90,7 +90,10 @@ pub fn run_report(opts: ReportOptions) -> Result<()> {
     if let Some(format) = &opts.format {
         let exporter = export::exporter(format)?;
         if to_stdout(&opts.output) && format != "folded" && io::stdout().is_terminal() {
-            bail!("--format {format} writes a file: give -o FILE.{}", exporter.extension());
+            bail!(
+                "--format {format} writes a file: give -o FILE.{}",
+                exporter.extension()
+            );
         }
         let filtered = sel.apply(&profile);
         if filtered.samples.iter().all(|s| s.count == 0) {

@@ -164,7 +164,12 @@ pub fn small() -> Profile {
     let mut b = Builder::new(100, 1, 2);
     b.process(100, "server").process(200, "client");
     b.proc(100, "server", "main;handle;parse", 30)
-        .proc(100, "server", "main;handle;sys_read;vfs_read;copy_to_user", 20)
+        .proc(
+            100,
+            "server",
+            "main;handle;sys_read;vfs_read;copy_to_user",
+            20,
+        )
         .proc(100, "server", "main;handle", 10)
         .proc(100, "server", "main;log;sys_write;vfs_write", 10)
         .proc(200, "client", "main;work", 20)
@@ -176,8 +181,22 @@ pub fn small() -> Profile {
             "k:net_rx_action;k:udp_rcv",
             5,
         )
-        .add(0, "swapper/0", Bucket::Kernel, Context::SoftIrq(9), "k:rcu_core", 5)
-        .add(0, "swapper/0", Bucket::Idle, Context::Idle, "k:do_idle;k:default_idle", 100);
+        .add(
+            0,
+            "swapper/0",
+            Bucket::Kernel,
+            Context::SoftIrq(9),
+            "k:rcu_core",
+            5,
+        )
+        .add(
+            0,
+            "swapper/0",
+            Bucket::Idle,
+            Context::Idle,
+            "k:do_idle;k:default_idle",
+            100,
+        );
     b.syscall(100, "read", 400)
         .syscall(100, "write", 50)
         .syscall(100, "openat", 3)
@@ -188,7 +207,8 @@ pub fn small() -> Profile {
 /// C called from A in 40 samples and from B in 60 (pid 1, 10 ms a sample).
 pub fn two_parents() -> Profile {
     let mut b = Builder::new(100, 1, 1);
-    b.proc(1, "app", "main;A;C", 40).proc(1, "app", "main;B;C", 60);
+    b.proc(1, "app", "main;A;C", 40)
+        .proc(1, "app", "main;B;C", 60);
     b.build()
 }
 
@@ -223,12 +243,31 @@ pub fn changed() -> Profile {
     let mut b = Builder::new(50, 4, 2);
     b.process(100, "server").process(200, "client");
     b.proc(100, "server", "main;handle;parse", 90)
-        .proc(100, "server", "main;handle;sys_read;vfs_read;copy_to_user", 40)
+        .proc(
+            100,
+            "server",
+            "main;handle;sys_read;vfs_read;copy_to_user",
+            40,
+        )
         .proc(100, "server", "main;handle", 10)
         .proc(100, "server", "main;handle;compress", 30)
         .proc(200, "client", "main;work", 20)
-        .add(0, "swapper/0", Bucket::Kernel, Context::SoftIrq(9), "k:rcu_core", 10)
-        .add(0, "swapper/0", Bucket::Idle, Context::Idle, "k:do_idle;k:default_idle", 200);
+        .add(
+            0,
+            "swapper/0",
+            Bucket::Kernel,
+            Context::SoftIrq(9),
+            "k:rcu_core",
+            10,
+        )
+        .add(
+            0,
+            "swapper/0",
+            Bucket::Idle,
+            Context::Idle,
+            "k:do_idle;k:default_idle",
+            200,
+        );
     b.build()
 }
 

@@ -52,6 +52,7 @@ struct Mapping {
 }
 
 /// String ids of the label keys and bucket names.
+#[derive(Default)]
 struct LabelKeys {
     pid: i64,
     tid: i64,
@@ -60,6 +61,7 @@ struct LabelKeys {
     comm: i64,
     bucket: i64,
     context: i64,
+    /// Process, other, kernel, idle.
     buckets: [i64; 4],
 }
 
@@ -86,16 +88,7 @@ impl<'p> Tables<'p> {
             last_owner: None,
             contexts: HashMap::new(),
             last_comm: ("", 0),
-            keys: LabelKeys {
-                pid: 0,
-                tid: 0,
-                current_pid: 0,
-                cgroup_id: 0,
-                comm: 0,
-                bucket: 0,
-                context: 0,
-                buckets: [0; 4],
-            },
+            keys: LabelKeys::default(),
         };
         tables.string(""); // pprof requires string 0 to be ""
         let mut s = |name| tables.string(name);
@@ -135,11 +128,16 @@ impl<'p> Tables<'p> {
                 let profile = self.profile;
                 let frames = &profile.stacks[stack as usize].frames;
                 let start = self.stack_locations.len();
-                // Runs of a frame and the frames inlined into it, root first.
+                // Runs of a frame and the frames inlined into it, root first (an inlined frame of
+                // another module than its caller's cannot be, and gets a location of its own).
                 let mut i = 0;
                 while i < frames.len() {
+                    let module = &profile.frames[frames[i] as usize].module;
                     let mut j = i + 1;
-                    while j < frames.len() && profile.frames[frames[j] as usize].inlined {
+                    while j < frames.len() && {
+                        let f = &profile.frames[frames[j] as usize];
+                        f.inlined && f.module == *module
+                    } {
                         j += 1;
                     }
                     let id = self.location(&frames[i..j], owner);
@@ -195,7 +193,13 @@ impl<'p> Tables<'p> {
                 labels.push(num(key, value));
             }
         }
-        labels.push(str(k.bucket, k.buckets[group.bucket as usize]));
+        let bucket = match group.bucket {
+            Bucket::Process => k.buckets[0],
+            Bucket::Other => k.buckets[1],
+            Bucket::Kernel => k.buckets[2],
+            Bucket::Idle => k.buckets[3],
+        };
+        labels.push(str(k.bucket, bucket));
         let (comm_key, context_key) = (k.comm, k.context);
         let context = match self.contexts.get(&group.context) {
             Some(id) => *id,
@@ -225,7 +229,8 @@ impl<'p> Tables<'p> {
                 id: i as u64 + 1,
                 memory_start: m.start,
                 memory_limit: m.end,
-                // Addresses of user frames are file offsets already.
+                // Addresses are file offsets (user frames) or kernel addresses: with
+                // file_offset = memory_start, pprof's address-to-offset arithmetic keeps them.
                 file_offset: m.start,
                 filename: m.filename,
                 has_functions: true,
