@@ -414,7 +414,7 @@ fn diff_normalises_to_shares_and_shows_growth() {
 }
 
 #[test]
-fn large_profile_is_quick_and_small_enough() {
+fn large_profile_is_small_enough_and_self_contained() {
     let p = synthetic(1_000_000, 50_000, 5_000, 1);
     let start = Instant::now();
     let mut out = Vec::with_capacity(32 << 20);
@@ -427,12 +427,7 @@ fn large_profile_is_quick_and_small_enough() {
         out.len(),
         path.display()
     );
-    // The bound is for release builds; debug builds are several times slower.
-    let limit = if cfg!(debug_assertions) { 20.0 } else { 3.0 };
-    assert!(
-        took.as_secs_f64() <= limit,
-        "took {took:?} (limit {limit} s)"
-    );
+    // The time is printed, not asserted: the goal (<= 3 s) is measured by bench/report.sh.
     assert!(out.len() < 20 << 20, "{} bytes", out.len());
     assert_self_contained(&String::from_utf8(out).unwrap());
 }
