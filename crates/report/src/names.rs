@@ -2,7 +2,7 @@
 //! seamless-profile naming of the design notes), `OTHERu:` / `OTHERk:` for processes not profiled,
 //! `KERNEL:` and `IDLE:` for the buckets without a process; or the plain function name.
 
-use pkprof_profile::{Bucket, Frame, FrameKind};
+use pkprof_profile::{Bucket, Context, Frame, FrameKind};
 
 /// Labelled (`1234u:main`) or plain (`main`) names.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,6 +26,43 @@ pub fn frame_label(pid: u32, bucket: Bucket, frame: &Frame, style: NameStyle) ->
         Bucket::Other => format!("OTHER{side}:{}", frame.name),
         Bucket::Kernel => format!("KERNEL:{}", frame.name),
         Bucket::Idle => format!("IDLE:{}", frame.name),
+    }
+}
+
+/// A bucket's name in filters, labels and tables: `process`, `other`, `kernel`, `idle`.
+pub fn bucket_name(b: Bucket) -> &'static str {
+    match b {
+        Bucket::Process => "process",
+        Bucket::Other => "other",
+        Bucket::Kernel => "kernel",
+        Bucket::Idle => "idle",
+    }
+}
+
+/// A softirq vector's name as in `/proc/softirqs` (`NET_RX`), or its number.
+pub fn softirq_name(vec: u8) -> String {
+    const NAMES: [&str; 10] = [
+        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+        "RCU",
+    ];
+    match NAMES.get(vec as usize) {
+        Some(n) => n.to_string(),
+        None => vec.to_string(),
+    }
+}
+
+/// A context's name in labels and tables, without spaces so it can be typed in filters
+/// (`-tagfocus=context=softirq:NET_RX`): `user`, `syscall`, `kernel-task`, `kworker`, `hardirq`,
+/// `softirq:NET_RX`, `idle`.
+pub fn context_name(c: Context) -> String {
+    match c {
+        Context::User => "user".into(),
+        Context::Syscall => "syscall".into(),
+        Context::KernelTask => "kernel-task".into(),
+        Context::Kworker => "kworker".into(),
+        Context::HardIrq => "hardirq".into(),
+        Context::SoftIrq(v) => format!("softirq:{}", softirq_name(v)),
+        Context::Idle => "idle".into(),
     }
 }
 

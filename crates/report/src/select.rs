@@ -10,9 +10,10 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
-use pkprof_profile::{Bucket, Context, Frame, FrameKind, Profile, SampleGroup, Stack};
+use pkprof_profile::{Bucket, Frame, FrameKind, Profile, SampleGroup, Stack};
 use regex::Regex;
 
+pub use crate::names::{bucket_name, context_name, softirq_name};
 use crate::names::{frame_label, NameStyle};
 use crate::ReportError;
 
@@ -84,15 +85,6 @@ pub fn parse_bucket(s: &str) -> Result<Bucket, String> {
             ))
         }
     })
-}
-
-pub fn bucket_name(b: Bucket) -> &'static str {
-    match b {
-        Bucket::Process => "process",
-        Bucket::Other => "other",
-        Bucket::Kernel => "kernel",
-        Bucket::Idle => "idle",
-    }
 }
 
 /// Filters and grouping as the user gave them.
@@ -439,29 +431,4 @@ fn known_pids(profiles: &[&Profile]) -> String {
         let _ = write!(text, " and {} more", pids.len() - 12);
     }
     text
-}
-
-/// Name of a softirq vector as in /proc/softirqs.
-pub fn softirq_name(vec: u8) -> String {
-    const NAMES: [&str; 10] = [
-        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
-        "RCU",
-    ];
-    match NAMES.get(vec as usize) {
-        Some(n) => n.to_string(),
-        None => format!("vector {vec}"),
-    }
-}
-
-/// How a context is named in `--by context` rows.
-pub fn context_name(c: Context) -> String {
-    match c {
-        Context::User => "user".into(),
-        Context::Syscall => "syscall".into(),
-        Context::KernelTask => "kernel task".into(),
-        Context::Kworker => "kworker".into(),
-        Context::HardIrq => "hardirq".into(),
-        Context::SoftIrq(v) => format!("softirq {}", softirq_name(v)),
-        Context::Idle => "idle".into(),
-    }
 }

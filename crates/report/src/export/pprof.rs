@@ -31,10 +31,11 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-use pkprof_profile::{Bucket, Context, Profile};
+use pkprof_profile::{Bucket, Profile};
 
 use super::{ExportOptions, Exporter};
 use crate::names::NameStyle;
+pub(crate) use crate::names::{bucket_name, context_name};
 use crate::ReportError;
 use tables::Tables;
 
@@ -158,47 +159,9 @@ pub(crate) fn owner(style: NameStyle, bucket: Bucket, pid: u32) -> Owner {
     }
 }
 
-/// The `bucket` label's value.
-pub(crate) fn bucket_name(bucket: Bucket) -> &'static str {
-    match bucket {
-        Bucket::Process => "process",
-        Bucket::Other => "other",
-        Bucket::Kernel => "kernel",
-        Bucket::Idle => "idle",
-    }
-}
-
-/// The `context` label's value: `softirq:NET_RX` for a softirq vector Linux names, `softirq:N`
-/// otherwise.
-pub(crate) fn context_name(context: Context) -> String {
-    const SOFTIRQS: [&str; 10] = [
-        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
-        "RCU",
-    ];
-    match context {
-        Context::User => "user".into(),
-        Context::Syscall => "syscall".into(),
-        Context::KernelTask => "kernel-task".into(),
-        Context::Kworker => "kworker".into(),
-        Context::HardIrq => "hardirq".into(),
-        Context::SoftIrq(v) => match SOFTIRQS.get(usize::from(v)) {
-            Some(name) => format!("softirq:{name}"),
-            None => format!("softirq:{v}"),
-        },
-        Context::Idle => "idle".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn context_names() {
-        assert_eq!(context_name(Context::SoftIrq(3)), "softirq:NET_RX");
-        assert_eq!(context_name(Context::SoftIrq(200)), "softirq:200");
-        assert_eq!(context_name(Context::KernelTask), "kernel-task");
-    }
 
     #[test]
     fn saturates() {
