@@ -131,7 +131,7 @@ impl RecordArgs {
         };
         RecordOptions {
             target,
-            duration: self.duration.map(record::duration_from_secs),
+            duration: self.duration.map(std::time::Duration::from_secs_f64),
             frequency_hz: self.freq,
             output: self.output,
             syscalls: self.syscalls,

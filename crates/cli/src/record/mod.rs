@@ -2,11 +2,13 @@
 //! it served, and writes a self-contained profile.
 //!
 //! Order of a run: check the targets, load and attach the BPF programs, start the command (a
-//! target from its fork on), record (`session`), detach, symbolize and assemble the profile
-//! (`assemble`), write it atomically, print the summary (`summary`).
+//! target from its fork on), record (`session`), detach, describe the recording (`meta`),
+//! symbolize and assemble the profile (`assemble`), write it atomically, print the summary
+//! (`summary`).
 
 mod aggregate;
 mod assemble;
+mod meta;
 mod options;
 mod session;
 mod summary;
@@ -14,45 +16,20 @@ mod target;
 
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use pkprof_attribution::targets::CgroupTree;
 use pkprof_attribution::TargetSet;
 use pkprof_collect::{Collector, CollectorOptions, RecordConfig};
-use pkprof_profile::{
-    CpuTime, FuncCount, Lost, Meta, Overhead, ProfileBuilder, SyscallStat, TargetKind, Targets,
-};
+use pkprof_profile::{FuncCount, ProfileBuilder, SyscallStat};
 use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
-pub use options::{parse_probe, RecordOptions, Target, DEFAULT_FREQUENCY_HZ};
+pub use options::{parse_probe, RecordOptions, Target, DEFAULT_FREQUENCY_HZ, DEFAULT_OUTPUT};
 use session::{Session, StopReason, StopWhen};
 
 use crate::self_usage::own_cpu_ns;
 use crate::signals;
-
-fn unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
-fn uname() -> (String, String) {
-    // SAFETY: utsname is plain data that uname fills.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a writable utsname.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return (String::new(), String::new());
-    }
-    let s = |f: &[libc::c_char]| {
-        // SAFETY: uname NUL-terminates its fields.
-        unsafe { std::ffi::CStr::from_ptr(f.as_ptr()) }
-            .to_string_lossy()
-            .into_owned()
-    };
-    (s(&u.release), s(&u.nodename))
-}
 
 pub fn run(mut opts: RecordOptions) -> Result<()> {
     // Check everything the user gave before loading anything.
@@ -103,7 +80,7 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
     })?;
     signals::install();
-    let start_unix = unix_ns();
+    let start_unix = meta::unix_ns();
     let cpu_before = own_cpu_ns();
     let mut child = match &opts.target {
         Target::Command(argv) => {
@@ -145,7 +122,7 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
     };
     let recorded =
         Session::new(&mut collector, &mut symbolizer, target_set, opts.tag_expire).run(stop)?;
-    let end_unix = unix_ns();
+    let end_unix = meta::unix_ns();
     let ring_lost = collector.ring_lost()?;
     let func_reads = collector.func_counts();
     let frame = recorded.last_frame.clone().unwrap_or_default();
@@ -169,74 +146,16 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
         let _ = c.try_wait();
     }
 
-    let (kernel, hostname) = uname();
-    let cpus = frame.cpus.len() as u32;
-    let busy_targets: u64 = recorded
-        .processes
-        .values()
-        .filter(|p| p.target)
-        .map(|p| p.task_ns + p.served_ns)
-        .sum();
-    let b = &frame.buckets;
-    let user_total = b.processes_ns + b.other_ns;
-    let processes_ns = busy_targets.min(user_total);
-    let other_ns = user_total - processes_ns;
-    let cpu_time = CpuTime {
-        total_ns: b.wall_ns,
-        idle_ns: b.idle_ns,
-        processes_ns,
-        other_ns,
-        kernel_ns: b
-            .wall_ns
-            .saturating_sub(b.idle_ns + processes_ns + other_ns),
-    };
-    let (bpf_run_ns, bpf_run_count, bpf_missed) = frame.progs.iter().fold((0, 0, 0), |a, p| {
-        (a.0 + p.run_ns, a.1 + p.run_cnt, a.2 + p.recursion_misses)
-    });
-    let targets = Targets {
-        kind: match &opts.target {
-            Target::Command(_) => TargetKind::Command,
-            Target::Pids(_) => TargetKind::Pids,
-            Target::Cgroup(_) => TargetKind::Cgroup,
-            Target::System => TargetKind::System,
-        },
-        command: match &opts.target {
-            Target::Command(argv) => argv.clone(),
-            _ => Vec::new(),
-        },
-        pids: pids.clone(),
-        cgroup: match &opts.target {
-            Target::Cgroup(p) => p.display().to_string(),
-            _ => String::new(),
-        },
-    };
-    let meta = Meta {
-        pkprof_version: env!("CARGO_PKG_VERSION").to_string(),
-        kernel,
-        hostname,
-        cpus,
+    let meta = meta::build(meta::Inputs {
+        opts: &opts,
+        pids: &pids,
         start_unix_ns: start_unix,
         end_unix_ns: end_unix,
-        frequency_hz: opts.frequency_hz,
-        period_ns: 1_000_000_000 / opts.frequency_hz.max(1),
-        targets,
-        lost: Lost {
-            ring_buffer_full: ring_lost.samples + ring_lost.links,
-            kernel_stack_errors: recorded.kstack_errors,
-            user_stack_errors: recorded.ustack_errors,
-            held_expired: recorded.held_expired,
-            maps_missing: recorded.maps_missing,
-            bpf_missed_events: bpf_missed,
-        },
-        overhead: Overhead {
-            pkprof_cpu_ns: cpu_recording,
-            symbolize_ns: 0,
-            bpf_run_ns,
-            bpf_run_count,
-        },
-        cpu_time,
-        warnings: Vec::new(),
-    };
+        frame: &frame,
+        recorded: &recorded,
+        ring_lost,
+        pkprof_cpu_ns: cpu_recording,
+    });
     let mut builder = ProfileBuilder::new(meta);
     let sym_start = Instant::now();
     assemble::add_samples(&recorded.aggregate, &mut symbolizer, &mut builder);
@@ -255,7 +174,9 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
         });
     }
     for r in func_reads {
-        let probe = &opts.probes[r.probe.min(opts.probes.len().saturating_sub(1))];
+        let Some(probe) = opts.probes.get(r.probe) else {
+            continue; // not a probe of ours (cannot happen: the cookie is its index)
+        };
         builder.func_count(FuncCount {
             pid: r.pid,
             binary: probe.binary.display().to_string(),
@@ -309,12 +230,4 @@ fn write_atomically(
     file.sync_all().map_err(|e| fail(&e))?;
     std::fs::rename(tmp, output).map_err(|e| fail(&e))?;
     Ok(())
-}
-
-/// For the CLI: the default profile path.
-pub const DEFAULT_OUTPUT: &str = "pkprof.data";
-
-/// For the CLI: a duration in seconds.
-pub fn duration_from_secs(s: f64) -> Duration {
-    Duration::from_secs_f64(s)
 }

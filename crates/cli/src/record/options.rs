@@ -10,6 +10,9 @@ use pkprof_collect::FuncProbe;
 /// alias with the sampler, and cheap enough to leave on system-wide (~200 samples/s on 2 CPUs).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 99;
 
+/// Where the profile goes when `-o` is not given.
+pub const DEFAULT_OUTPUT: &str = "pkprof.data";
+
 /// What to profile.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Target {

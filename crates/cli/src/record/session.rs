@@ -3,7 +3,7 @@
 //! while it is alive, and reads the exact accounting once a second.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -79,9 +79,9 @@ pub struct Session<'a> {
     holds: Holds<SampleEvent>,
     rec: Recorded,
     accountant: Accountant,
-    capture_failed: HashSet<u32>,
-    /// Processes the kernel side knows are captured (see `Collector::mark_captured`).
-    captured: HashSet<u32>,
+    /// Processes sampled so far and whether their maps were captured; the kernel side knows
+    /// them all as captured (see `Collector::mark_captured`).
+    captures: HashMap<u32, bool>,
 }
 
 impl<'a> Session<'a> {
@@ -111,8 +111,7 @@ impl<'a> Session<'a> {
                 stop: StopReason::Duration,
             },
             accountant,
-            capture_failed: HashSet::new(),
-            captured: HashSet::new(),
+            captures: HashMap::new(),
         }
     }
 
@@ -185,25 +184,28 @@ impl<'a> Session<'a> {
     /// Snapshots the process's maps the first time it is sampled (and again when code appears
     /// outside them), while it is alive.
     fn capture(&mut self, pid: u32, leaf: u64) {
-        if self.capture_failed.contains(&pid) {
+        let captured = match self.captures.get(&pid) {
+            Some(ok) => *ok,
+            None => {
+                let ok = match self.symbolizer.capture_process(pid) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::info!("{e}");
+                        false
+                    }
+                };
+                self.captures.insert(pid, ok);
+                // Its next samples need not wake us (a failed capture will not succeed later).
+                if let Err(e) = self.collector.mark_captured(pid) {
+                    tracing::info!("{e}");
+                }
+                ok
+            }
+        };
+        if captured {
+            self.symbolizer.ensure_mapped(pid, leaf);
+        } else {
             self.rec.maps_missing += 1;
-            return;
-        }
-        let first = !self.captured.contains(&pid);
-        match self.symbolizer.capture_process(pid) {
-            Ok(()) => self.symbolizer.ensure_mapped(pid, leaf),
-            Err(e) => {
-                tracing::info!("{e}");
-                self.capture_failed.insert(pid);
-                self.rec.maps_missing += 1;
-            }
-        }
-        if first {
-            // Its next samples need not wake us (a failed capture will not succeed later).
-            self.captured.insert(pid);
-            if let Err(e) = self.collector.mark_captured(pid) {
-                tracing::info!("{e}");
-            }
         }
     }
 

@@ -179,7 +179,6 @@ struct pkprof_cpu {
 	__u32 tag_sampled; /* record: stack samples are held on the open tag's segment */
 	__u64 tag_seq;     /* segment number of the open tag (record's hold key, with the CPU) */
 	__u64 rx_last_skb; /* last skb this CPU handed to another CPU's backlog (netif_rx) */
-	__u64 rx_held_skb; /* the skb the last hand-over's time was held on */
 	__u64 last_sk;     /* last socket an skb was linked to on this CPU */
 	/* Work item being run by the current kworker, and its beneficiary. */
 	__u32 wq_tid;    /* beneficiary thread, 0 = none */

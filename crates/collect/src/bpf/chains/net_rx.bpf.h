@@ -37,15 +37,15 @@ struct {
 /* ktime of the last hold: receives look the skb up only while holds are recent. */
 __u64 held_active_ns = 0;
 
-static __always_inline bool net_hold_for_skb(struct pkprof_cpu *c, __u64 ns)
+/* Holds `ns` on the skb this CPU last handed over; returns that skb (0: nothing held). */
+static __always_inline __u64 net_hold_for_skb(struct pkprof_cpu *c, __u64 ns)
 {
 	__u64 skb = c->rx_last_skb;
 	struct pkprof_held *h;
 
 	if (!skb || !ns)
-		return false;
+		return 0;
 	c->rx_last_skb = 0;
-	c->rx_held_skb = skb;
 	h = bpf_map_lookup_elem(&skb_held, &skb);
 	if (h) {
 		__sync_fetch_and_add(&h->ns, ns);
@@ -56,11 +56,11 @@ static __always_inline bool net_hold_for_skb(struct pkprof_cpu *c, __u64 ns)
 
 		if (bpf_map_update_elem(&skb_held, &skb, &fresh, BPF_NOEXIST)) {
 			c->lost.tag_map_full++;
-			return false;
+			return 0;
 		}
 	}
 	held_active_ns = c->last_ns;
-	return true;
+	return skb;
 }
 
 /* The skb arrives: work held for it elsewhere joins its segment. */
@@ -227,19 +227,13 @@ static __always_inline void net_consume(struct sock *sk)
 	struct pkprof_cpu *c;
 	__u64 ns, skbs;
 
-	if (!s)
+	if (!s || !(c = this_cpu()))
 		return;
 	if (record_mode && s->sampled) {
-		c = this_cpu();
-		if (c) {
-			s->sampled = 0;
-			link_sock_to_current(c, key);
-		}
+		s->sampled = 0;
+		link_sock_to_current(c, key);
 	}
 	if (!s->pending_ns)
-		return;
-	c = this_cpu();
-	if (!c)
 		return;
 	ns = __sync_lock_test_and_set(&s->pending_ns, 0);
 	/* The skb count is informational: a racing increment may land in the next batch. */

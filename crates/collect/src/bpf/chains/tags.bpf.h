@@ -8,13 +8,13 @@
 #define PKPROF_TAGS_BPF_H
 
 static __always_inline void net_credit_sock(struct pkprof_cpu *c, __u64 sk, __u64 ns);
-static __always_inline bool net_hold_for_skb(struct pkprof_cpu *c, __u64 ns);
+static __always_inline __u64 net_hold_for_skb(struct pkprof_cpu *c, __u64 ns);
 
 static __always_inline void close_tag(struct pkprof_cpu *c)
 {
 	/* Where held stack samples of this segment go (record): default KERNEL. */
 	__u32 link_kind = PKPROF_LINK_KERNEL, link_tid = 0, link_hold = PKPROF_HOLD_NONE;
-	__u64 link_to = 0;
+	__u64 link_to = 0, held_skb;
 
 	switch (c->tag) {
 	case PKPROF_TAG_NET_SOCK:
@@ -30,10 +30,10 @@ static __always_inline void close_tag(struct pkprof_cpu *c)
 		break;
 	case PKPROF_TAG_NET_SKB:
 		/* No skb of its own: it handed skbs over to another CPU (RPS), pass its time on. */
-		if (!c->tag_has_skb && net_hold_for_skb(c, c->tag_ns)) {
+		if (!c->tag_has_skb && (held_skb = net_hold_for_skb(c, c->tag_ns))) {
 			link_kind = PKPROF_LINK_HOLD;
 			link_hold = PKPROF_HOLD_SKB;
-			link_to = c->rx_held_skb;
+			link_to = held_skb;
 			break;
 		}
 		/*

@@ -23,10 +23,12 @@ int on_func_entry(struct pt_regs *ctx)
 	};
 	__u64 one = 1, *n = bpf_map_lookup_elem(&func_counts, &key);
 
+	if (!n && !bpf_map_update_elem(&func_counts, &key, &one, BPF_NOEXIST))
+		return 0; /* the first call, counted by the insert */
+	if (!n) /* inserted meanwhile by a call on another CPU */
+		n = bpf_map_lookup_elem(&func_counts, &key);
 	if (n)
 		__sync_fetch_and_add(n, 1);
-	else if (bpf_map_update_elem(&func_counts, &key, &one, BPF_NOEXIST))
-		(n = bpf_map_lookup_elem(&func_counts, &key)) ? __sync_fetch_and_add(n, 1) : 0;
 	return 0;
 }
 

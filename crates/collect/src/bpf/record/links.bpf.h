@@ -60,6 +60,12 @@ static __always_inline __u32 target_flag(__u32 pid)
 	return pid && bpf_map_lookup_elem(&targets, &pid) ? PKPROF_SAMPLE_TARGET : 0;
 }
 
+/* PKPROF_SAMPLE_* flags of a thread entry. */
+static __always_inline __u32 thread_flags(const struct pkprof_thread *e)
+{
+	return (e->kthread ? PKPROF_SAMPLE_KTHREAD : 0) | target_flag(e->pid);
+}
+
 static __always_inline __u64 segment_hold(struct pkprof_cpu *c)
 {
 	return ((__u64)bpf_get_smp_processor_id() << 48) | (c->tag_seq & 0xffffffffffffULL);
@@ -96,7 +102,7 @@ static __always_inline void emit_link(struct pkprof_cpu *c, __u32 from_kind, __u
 	if (e) {
 		l->pid = e->pid;
 		l->cgroup_id = e->cgroup_id;
-		l->flags = (e->kthread ? PKPROF_SAMPLE_KTHREAD : 0) | target_flag(e->pid);
+		l->flags = thread_flags(e);
 		__builtin_memcpy(l->comm, e->comm, sizeof(l->comm));
 	} else if (to_kind == PKPROF_LINK_THREAD) {
 		l->to_kind = PKPROF_LINK_KERNEL; /* a beneficiary already gone */

@@ -22,7 +22,7 @@ static __always_inline void label_thread(struct pkprof_sample *s, __u32 tid)
 		return;
 	s->pid = e->pid;
 	s->cgroup_id = e->cgroup_id;
-	s->flags = (e->kthread ? PKPROF_SAMPLE_KTHREAD : 0) | target_flag(e->pid);
+	s->flags = thread_flags(e);
 	__builtin_memcpy(s->comm, e->comm, sizeof(s->comm));
 }
 

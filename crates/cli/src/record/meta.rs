@@ -1,0 +1,122 @@
+//! The profile's self-description: host and kernel, times, rate, targets, losses, pkprof's own
+//! cost, and the exact CPU time by bucket, from what the recording gathered.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pkprof_accounting::Frame;
+use pkprof_collect::record::RingLost;
+use pkprof_profile::{CpuTime, Lost, Meta, Overhead, TargetKind, Targets};
+
+use super::options::{RecordOptions, Target};
+use super::session::Recorded;
+
+/// Wall-clock time, ns since the Unix epoch.
+pub fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Kernel release and host name.
+fn uname() -> (String, String) {
+    // SAFETY: utsname is plain data that uname fills.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return (String::new(), String::new());
+    }
+    let s = |f: &[libc::c_char]| {
+        // SAFETY: uname NUL-terminates its fields.
+        unsafe { std::ffi::CStr::from_ptr(f.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    (s(&u.release), s(&u.nodename))
+}
+
+/// What the description is made from.
+pub struct Inputs<'a> {
+    pub opts: &'a RecordOptions,
+    /// The target PIDs (given, or the command's).
+    pub pids: &'a [u32],
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    /// The accounting's last frame (cumulative since attach).
+    pub frame: &'a Frame,
+    pub recorded: &'a Recorded,
+    pub ring_lost: RingLost,
+    /// pkprof's own CPU time while recording.
+    pub pkprof_cpu_ns: u64,
+}
+
+/// The profile's metadata; symbolization time and warnings are filled in later.
+pub fn build(i: Inputs<'_>) -> Meta {
+    let (kernel, hostname) = uname();
+    let progs = &i.frame.progs;
+    let rec = i.recorded;
+    Meta {
+        pkprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        kernel,
+        hostname,
+        cpus: i.frame.cpus.len() as u32,
+        start_unix_ns: i.start_unix_ns,
+        end_unix_ns: i.end_unix_ns,
+        frequency_hz: i.opts.frequency_hz,
+        period_ns: 1_000_000_000 / i.opts.frequency_hz.max(1),
+        targets: targets(&i.opts.target, i.pids),
+        lost: Lost {
+            ring_buffer_full: i.ring_lost.samples + i.ring_lost.links,
+            kernel_stack_errors: rec.kstack_errors,
+            user_stack_errors: rec.ustack_errors,
+            held_expired: rec.held_expired,
+            maps_missing: rec.maps_missing,
+            bpf_missed_events: progs.iter().map(|p| p.recursion_misses).sum(),
+        },
+        overhead: Overhead {
+            pkprof_cpu_ns: i.pkprof_cpu_ns,
+            symbolize_ns: 0,
+            bpf_run_ns: progs.iter().map(|p| p.run_ns).sum(),
+            bpf_run_count: progs.iter().map(|p| p.run_cnt).sum(),
+        },
+        cpu_time: cpu_time(i.frame, rec),
+        warnings: Vec::new(),
+    }
+}
+
+fn targets(target: &Target, pids: &[u32]) -> Targets {
+    let (kind, command, cgroup) = match target {
+        Target::Command(argv) => (TargetKind::Command, argv.clone(), String::new()),
+        Target::Pids(_) => (TargetKind::Pids, Vec::new(), String::new()),
+        Target::Cgroup(p) => (TargetKind::Cgroup, Vec::new(), p.display().to_string()),
+        Target::System => (TargetKind::System, Vec::new(), String::new()),
+    };
+    Targets {
+        kind,
+        command,
+        pids: pids.to_vec(),
+        cgroup,
+    }
+}
+
+/// Exact CPU time by bucket: the accounting's buckets, with the user processes' share split
+/// between the targets and the others.
+fn cpu_time(frame: &Frame, rec: &Recorded) -> CpuTime {
+    let targets_ns: u64 = (rec.processes.values())
+        .filter(|p| p.target)
+        .map(|p| p.task_ns + p.served_ns)
+        .sum();
+    let b = &frame.buckets;
+    let user_total = b.processes_ns + b.other_ns;
+    let processes_ns = targets_ns.min(user_total);
+    let other_ns = user_total - processes_ns;
+    CpuTime {
+        total_ns: b.wall_ns,
+        idle_ns: b.idle_ns,
+        processes_ns,
+        other_ns,
+        kernel_ns: b
+            .wall_ns
+            .saturating_sub(b.idle_ns + processes_ns + other_ns),
+    }
+}
