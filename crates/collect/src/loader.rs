@@ -234,12 +234,20 @@ impl Collector {
             attach_record(&skel, rec, &mut links)?;
         }
         let cpus = libbpf_rs::num_possible_cpus().map_err(|e| load_err(e.to_string()))?;
+        // Everything is attached: counting starts now, on every CPU at once.
+        let attach_mono_ns = monotonic_ns();
+        let mut skel = skel;
+        skel.maps
+            .bss_data
+            .as_deref_mut()
+            .ok_or_else(|| load_err("the object has no .bss section".into()))?
+            .count_from_ns = attach_mono_ns;
         Ok(Collector {
             skel,
             _links: links,
             _stats_fd: stats_fd,
             options,
-            attach_mono_ns: monotonic_ns(),
+            attach_mono_ns,
             tracefs,
             cpus,
             swept_expired: (0, 0),

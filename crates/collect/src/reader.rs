@@ -221,7 +221,8 @@ impl Collector {
         if c.last_ns == 0 {
             return out; // no event on this CPU since attach
         }
-        let running = now.saturating_sub(c.last_ns);
+        // Counting began at attach even if the CPU's last event came while still attaching.
+        let running = now.saturating_sub(c.last_ns.max(self.attach_mono_ns));
         let mut pending = counters(&c.pending);
         let i = (c.depth as usize) % c.ctx.len();
         match c.ctx[i] {

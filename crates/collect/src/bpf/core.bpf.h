@@ -34,6 +34,12 @@ extern void bpf_local_irq_restore(unsigned long *flags) __ksym;
 
 /* Set by the loader before load: split task time into user/sys (syscall tracepoints attached). */
 const volatile bool split_modes = false;
+/*
+ * CLOCK_MONOTONIC at which counting begins, set by the loader once every program is attached
+ * (0 until then). Programs attached earlier follow the CPUs' state but charge nothing, so every
+ * CPU's time starts at the same instant the loader reports as attach.
+ */
+volatile __u64 count_from_ns = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -116,6 +122,13 @@ static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 			c->mode = infer_mode(bpf_get_current_task_btf());
 		return;
 	}
+	if (!count_from_ns) {
+		/* Still attaching: follow the CPU's state, charge nothing. */
+		c->last_ns = now;
+		return;
+	}
+	if (c->last_ns < count_from_ns)
+		c->last_ns = count_from_ns; /* the first charge since counting began */
 	if ((__s64)(now - c->last_ns) <= 0)
 		return; /* an older clock reading than the last charge: nothing to charge */
 	d = now - c->last_ns;
