@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::record::{self, RecordOptions, Target};
 use crate::report::{DiffOptions, ReportOptions, Sections};
+use crate::syscalls::{Format, SyscallsOptions, SyscallsTarget};
 use crate::top::TopOptions;
 
 #[derive(Parser)]
@@ -38,6 +39,89 @@ pub enum Command {
     /// Compare two profiles: DCPI tables side by side, normalised for length and rate.
     #[command(after_help = DIFF_EXAMPLES)]
     Diff(DiffArgs),
+    /// Count syscalls and "A followed by B" per thread; find the sequences a batched call would save.
+    #[command(after_help = SYSCALLS_EXAMPLES)]
+    Syscalls(SyscallsArgs),
+}
+
+const SYSCALLS_EXAMPLES: &str = "Examples:
+  pkprof syscalls -- cp big.iso /tmp/      count a command (and its children) like strace -f -c
+  pkprof syscalls --args -- tar cf x.tar dir   nodes split by fd and size (read(fd=3, 8K..16K))
+  pkprof syscalls -p 1234 --duration 10   attach to a process for 10 s (Ctrl-C stops early)
+  pkprof syscalls -a --duration 5 --format json -o sys.json   the whole system, as JSON
+  pkprof syscalls --format dot -o g.dot -- ./app && dot -Tsvg g.dot > g.svg   the graph
+Counts are taken when a call returns, as strace -c does (exit and exit_group never return). Each
+cluster says how many kernel crossings one batched call would save, what Linux call could replace
+it (copy_file_range, writev, sendmmsg, close_range, epoll...) or else an io_uring multi-call
+(crates/multicall), and the user call sites it comes from.";
+
+#[derive(Args)]
+pub struct SyscallsArgs {
+    #[command(flatten)]
+    target: SyscallsTargetArgs,
+    /// Stop after this many seconds (default: when the command exits, or at Ctrl-C).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<f64>,
+    /// Split each syscall by its fd and size class (read(fd=3, 2K..4K)).
+    #[arg(long)]
+    args: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write the report here instead of stdout.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+    /// Clusters and edges shown in the text report.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    /// Keep the user stack of every Nth call of a thread (and each transition's first); 0: none.
+    #[arg(long, default_value_t = 64)]
+    stack_every: u32,
+    /// Count without timing each call: only sys_exit is traced (about half the overhead).
+    #[arg(long)]
+    no_time: bool,
+    /// Capacity of the kernel's transition table (thread x from x to).
+    #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    max_transitions: u32,
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+#[command(next_help_heading = "Targets (one of)")]
+struct SyscallsTargetArgs {
+    /// Processes to trace (comma-separated or repeated); children they start are traced too.
+    #[arg(short = 'p', long = "pid", value_delimiter = ',')]
+    pids: Vec<u32>,
+    /// Every process but pkprof.
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+impl SyscallsArgs {
+    pub fn into_options(self) -> SyscallsOptions {
+        let t = self.target;
+        let target = if !t.command.is_empty() {
+            SyscallsTarget::Command(t.command)
+        } else if !t.pids.is_empty() {
+            SyscallsTarget::Pids(t.pids)
+        } else {
+            SyscallsTarget::System
+        };
+        SyscallsOptions {
+            target,
+            duration: self.duration.map(std::time::Duration::from_secs_f64),
+            split_args: self.args,
+            format: self.format,
+            output: self.output,
+            top: self.top,
+            stack_every: self.stack_every,
+            max_transitions: self.max_transitions,
+            timed: !self.no_time,
+        }
+    }
 }
 
 const RECORD_EXAMPLES: &str = "Examples:

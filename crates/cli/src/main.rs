@@ -6,6 +6,7 @@ mod record;
 mod report;
 mod self_usage;
 mod signals;
+mod syscalls;
 mod top;
 
 use clap::Parser;
@@ -21,6 +22,7 @@ fn main() {
         cli::Command::Record(rec) => record::run(rec.into_options()),
         cli::Command::Report(rep) => report::run_report(rep.into_options()),
         cli::Command::Diff(diff) => report::run_diff(diff.into_options()),
+        cli::Command::Syscalls(sc) => syscalls::run(sc.into_options()),
     };
     if let Err(e) = result {
         // One line: the context chain joined (messages of other crates may span lines), never a

@@ -11,6 +11,7 @@ pub mod progstats;
 pub mod reader;
 pub mod record;
 mod skel;
+pub mod syscall_graph;
 pub mod tracefs;
 
 pub use error::CollectError;

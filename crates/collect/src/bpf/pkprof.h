@@ -294,4 +294,66 @@ struct pkprof_func_key {
 	__u32 probe;
 };
 
+
+/*
+ * pkprof syscalls (syscall_graph.bpf.c): per-thread transition counts.
+ *
+ * A node is a syscall, optionally split by one fd and one size argument (--args), packed in a u64:
+ * bits 0-15 the syscall number, bit 16 "has fd", bit 17 "has size class", bits 24-31 the size
+ * class (0: size 0, k: size in [2^(k-1), 2^k)), bits 32-63 the fd (low 32 bits).
+ */
+#define PKPROF_SC_NODE_FD (1ULL << 16)
+#define PKPROF_SC_NODE_SIZE (1ULL << 17)
+#define PKPROF_SC_NONE 0xffffffffffffffffULL /* `from` of a thread's first call */
+#define PKPROF_SC_MAX_NR 512                 /* syscall numbers with an argument spec */
+
+/* Key of `sc_edges`: syscall `to` returned right after `from`, on thread tid of process pid. */
+struct pkprof_sc_edge_key {
+	__u32 pid;
+	__u32 tid;
+	__u64 from;
+	__u64 to;
+};
+
+/* Value of `sc_edges`: counted when `to` returns, as strace -c does (exit, exit_group never do). */
+struct pkprof_sc_edge {
+	__u64 count;
+	__u64 errors;   /* returned a negative value */
+	__u64 total_ns; /* time inside `to`, entry to exit */
+};
+
+/* Key of `sc_sites`: a sampled user stack (id in `sc_stacks`) of `to` on this transition. */
+struct pkprof_sc_site_key {
+	struct pkprof_sc_edge_key edge;
+	__s64 stack_id;
+	/*
+	 * The word at the user stack pointer when it looks like a return address (the byte 5 before
+	 * it is a rel32 call, 0xe8), else 0: the caller of a frameless leaf syscall wrapper, which a
+	 * frame-pointer walk skips (it goes from the wrapper to its caller's caller).
+	 */
+	__u64 leaf_return;
+};
+
+/* Which arguments split a syscall's node (--args): argument index + 1, 0 for none. */
+struct pkprof_sc_argspec {
+	__u8 fd_arg;
+	__u8 size_arg;
+};
+
+/* Value of `sc_comms`: the thread's process and command, at its first traced call and at exec. */
+struct pkprof_sc_comm {
+	__u32 pid;
+	__u32 pad;
+	char comm[PKPROF_COMM_LEN];
+};
+
+/* Losses, one slot per CPU in `sc_lost`. */
+struct pkprof_sc_lost {
+	__u64 edges_full;   /* a new transition did not fit in sc_edges (raise --max-transitions) */
+	__u64 sites_full;   /* a new call site did not fit in sc_sites */
+	__u64 stacks_failed; /* bpf_get_stackid failed (no user stack, or the stack table is full) */
+	__u64 threads_full; /* no per-thread state could be allocated */
+	__u64 targets_full; /* a traced process's child did not fit in sc_targets */
+};
+
 #endif /* PKPROF_H */

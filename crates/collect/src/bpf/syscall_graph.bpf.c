@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * pkprof syscalls: the per-thread syscall graph, aggregated in the kernel.
+ *
+ * At sys_enter a traced thread notes which node (syscall, optionally split by fd and size) it
+ * entered and when; at sys_exit the transition "previous node -> this node" is counted in
+ * `sc_edges` with the call's time and error, and every `stack_every`-th call (and the first call of
+ * each new transition) keeps its user stack in `sc_stacks`/`sc_sites`. Nothing is streamed per call.
+ *
+ * With --no-time only sys_exit is attached (sc_exit_untimed), which halves the tracepoint cost;
+ * the node comes from the registers saved at entry, still there at exit.
+ *
+ * Counting at exit matches strace -c: calls that never return (exit, exit_group) are not counted, a
+ * successful execve is (its exit runs in the new image), and a call whose entry was not seen (it
+ * started before the thread was traced) is not.
+ *
+ * Targets: every process (`trace_all`), or the processes in `sc_targets` (by tgid), whose children join
+ * at fork when `follow_children` is set. A thread's verdict is cached in its task storage together
+ * with `targets_gen`, which the loader bumps whenever it changes `sc_targets`.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "pkprof.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define E2BIG 7
+
+/* Set by the loader before load. */
+const volatile bool trace_all = false;
+const volatile bool follow_children = false;
+const volatile bool split_args = false;
+const volatile __u32 stack_every = 64; /* 0: no stacks */
+const volatile __u32 self_pid = 0;      /* pkprof itself, never traced with `trace_all` */
+const volatile __u32 execve_nr = 0xffff;   /* this architecture's numbers: the command changes */
+const volatile __u32 execveat_nr = 0xffff;
+
+/* Bumped by the loader after each change to sc_targets (starts at 1: fresh storage holds 0). */
+volatile __u32 targets_gen = 1;
+
+/* Per-thread state, freed with the task. */
+struct sc_thread {
+	__u64 prev;     /* node of the last call that returned, PKPROF_SC_NONE before the first */
+	__u64 cur;      /* node of the call in progress */
+	__u64 enter_ns; /* its entry time */
+	__u32 gen;      /* targets_gen when `traced` was decided */
+	__u32 until_sample; /* calls left before the next stack sample */
+	__u8 traced;
+	__u8 in_call; /* with time: entry seen, exit not yet; without: armed after the first exit */
+	__u8 pad[6];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sc_thread);
+} sc_threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tgid */
+	__type(value, __u8);
+} sc_targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536); /* --max-transitions */
+	__type(key, struct pkprof_sc_edge_key);
+	__type(value, struct pkprof_sc_edge);
+} sc_edges SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pkprof_sc_site_key);
+	__type(value, __u64);
+} sc_sites SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 8192);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, PKPROF_MAX_STACK * sizeof(__u64));
+} sc_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u32); /* tid */
+	__type(value, struct pkprof_sc_comm);
+} sc_comms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PKPROF_SC_MAX_NR);
+	__type(key, __u32);
+	__type(value, struct pkprof_sc_argspec);
+} sc_argspecs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pkprof_sc_lost);
+} sc_lost SEC(".maps");
+
+static __always_inline struct pkprof_sc_lost *lost(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&sc_lost, &zero);
+}
+
+static __always_inline void note_comm(__u32 pid, __u32 tid)
+{
+	struct pkprof_sc_comm c = { .pid = pid };
+
+	bpf_get_current_comm(c.comm, sizeof(c.comm));
+	bpf_map_update_elem(&sc_comms, &tid, &c, BPF_ANY);
+}
+
+/* Whether a process is traced now. */
+static __always_inline bool is_target(__u32 pid)
+{
+	if (trace_all)
+		return pid != self_pid;
+	return bpf_map_lookup_elem(&sc_targets, &pid) != NULL;
+}
+
+/* The thread's state if it is traced, deciding (and caching) the verdict when targets changed. */
+static __always_inline struct sc_thread *traced_thread(struct task_struct *task, __u64 id)
+{
+	__u32 gen = targets_gen;
+	struct sc_thread *st;
+	bool traced;
+
+	st = bpf_task_storage_get(&sc_threads, task, 0, 0);
+	if (st && st->gen == gen)
+		return st->traced ? st : NULL;
+	traced = is_target(id >> 32);
+	if (!st && !traced && !trace_all)
+		return NULL; /* not traced and never was: no storage for bystanders */
+	if (!st) {
+		st = bpf_task_storage_get(&sc_threads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!st) {
+			struct pkprof_sc_lost *l = lost();
+
+			if (l)
+				l->threads_full++;
+			return NULL;
+		}
+	}
+	st->gen = gen;
+	if (traced && !st->traced) {
+		st->prev = PKPROF_SC_NONE;
+		st->until_sample = 1;
+		st->in_call = 0;
+		note_comm(id >> 32, (__u32)id);
+	}
+	st->traced = traced;
+	return traced ? st : NULL;
+}
+
+static __always_inline __u64 syscall_arg(struct pt_regs *regs, __u8 i)
+{
+	switch (i) {
+	case 0:
+		return PT_REGS_PARM1_CORE_SYSCALL(regs);
+	case 1:
+		return PT_REGS_PARM2_CORE_SYSCALL(regs);
+	case 2:
+		return PT_REGS_PARM3_CORE_SYSCALL(regs);
+	case 3:
+		return PT_REGS_PARM4_CORE_SYSCALL(regs);
+	case 4:
+		return PT_REGS_PARM5_CORE_SYSCALL(regs);
+	default:
+		return 0;
+	}
+}
+
+/* 0 for 0, else the number of bits of n: n is in [2^(k-1), 2^k). */
+static __always_inline __u64 size_class(__u64 n)
+{
+	__u64 k = 0;
+
+	if (n >> 32) { k += 32; n >>= 32; }
+	if (n >> 16) { k += 16; n >>= 16; }
+	if (n >> 8) { k += 8; n >>= 8; }
+	if (n >> 4) { k += 4; n >>= 4; }
+	if (n >> 2) { k += 2; n >>= 2; }
+	if (n >> 1) { k += 1; n >>= 1; }
+	return k + n;
+}
+
+static __always_inline __u64 node_of(struct pt_regs *regs, long id)
+{
+	__u32 nr = (__u32)id;
+	struct pkprof_sc_argspec *spec;
+	__u64 node = nr & 0xffff;
+
+	if (!split_args)
+		return node;
+	spec = bpf_map_lookup_elem(&sc_argspecs, &nr);
+	if (!spec)
+		return node;
+	if (spec->fd_arg)
+		node |= PKPROF_SC_NODE_FD | (syscall_arg(regs, spec->fd_arg - 1) << 32);
+	if (spec->size_arg)
+		node |= PKPROF_SC_NODE_SIZE | (size_class(syscall_arg(regs, spec->size_arg - 1)) << 24);
+	return node;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sc_enter, struct pt_regs *regs, long id)
+{
+	struct sc_thread *st = traced_thread(bpf_get_current_task_btf(), bpf_get_current_pid_tgid());
+
+	if (!st)
+		return 0;
+	st->cur = node_of(regs, id);
+	st->enter_ns = bpf_ktime_get_ns();
+	st->in_call = 1;
+	return 0;
+}
+
+/* The return address at the top of the user stack, if the word there is one (see pkprof.h). */
+static __always_inline __u64 leaf_return(struct pt_regs *regs)
+{
+	__u64 sp = PT_REGS_SP_CORE(regs), word = 0;
+	__u8 op = 0;
+
+	if (bpf_probe_read_user(&word, sizeof(word), (void *)sp) || word < 4096)
+		return 0;
+	if (bpf_probe_read_user(&op, 1, (void *)(word - 5)) || op != 0xe8)
+		return 0;
+	return word;
+}
+
+/* Counts a sampled user stack of this transition's call. */
+static __always_inline void sample_site(void *ctx, struct pt_regs *regs,
+					struct pkprof_sc_edge_key *key)
+{
+	struct pkprof_sc_site_key site = { .edge = *key };
+	struct pkprof_sc_lost *l;
+	__u64 one = 1, *n;
+
+	site.leaf_return = leaf_return(regs);
+	site.stack_id = bpf_get_stackid(ctx, &sc_stacks, BPF_F_USER_STACK);
+	if (site.stack_id < 0) {
+		l = lost();
+		if (l)
+			l->stacks_failed++;
+		return;
+	}
+	n = bpf_map_lookup_elem(&sc_sites, &site);
+	if (n) {
+		(*n)++; /* the key holds the thread: no other CPU updates it */
+		return;
+	}
+	if (bpf_map_update_elem(&sc_sites, &site, &one, BPF_NOEXIST) == -E2BIG) {
+		l = lost();
+		if (l)
+			l->sites_full++;
+	}
+}
+
+/* Counts one returned call on the transition prev -> `to`, and maybe samples its call site. */
+static __always_inline void count_call(void *ctx, struct pt_regs *regs, struct sc_thread *st,
+				       __u64 id, __u64 to, __u64 ns, long ret)
+{
+	struct pkprof_sc_edge_key key = {
+		.pid = id >> 32,
+		.tid = (__u32)id,
+		.from = st->prev,
+		.to = to,
+	};
+	struct pkprof_sc_edge *e;
+	bool fresh = false;
+
+	st->prev = to;
+	e = bpf_map_lookup_elem(&sc_edges, &key);
+	if (e) {
+		/* The key holds the thread, which runs on one CPU at a time: plain adds are safe. */
+		e->count++;
+		e->total_ns += ns;
+		if (ret < 0)
+			e->errors++;
+	} else {
+		struct pkprof_sc_edge first = { .count = 1, .total_ns = ns, .errors = ret < 0 };
+
+		if (bpf_map_update_elem(&sc_edges, &key, &first, BPF_NOEXIST)) {
+			struct pkprof_sc_lost *l = lost();
+
+			if (l)
+				l->edges_full++;
+			return;
+		}
+		fresh = true;
+	}
+	if (ret >= 0 && ((to & 0xffff) == execve_nr || (to & 0xffff) == execveat_nr))
+		note_comm(key.pid, key.tid); /* a new command, and maybe a new thread id */
+	if (stack_every && (fresh || --st->until_sample == 0)) {
+		st->until_sample = stack_every;
+		sample_site(ctx, regs, &key);
+	}
+}
+
+/* With time (sc_enter attached): the call whose entry sc_enter saw returns. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sc_exit, struct pt_regs *regs, long ret)
+{
+	struct sc_thread *st = bpf_task_storage_get(&sc_threads, bpf_get_current_task_btf(), 0, 0);
+
+	if (!st || !st->traced || !st->in_call)
+		return 0;
+	st->in_call = 0;
+	count_call(ctx, regs, st, bpf_get_current_pid_tgid(), st->cur,
+		   bpf_ktime_get_ns() - st->enter_ns, ret);
+	return 0;
+}
+
+/* This architecture's syscall number of a call, from its saved registers. */
+static __always_inline long syscall_nr(struct pt_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	return regs->orig_ax;
+#elif defined(__TARGET_ARCH_arm64)
+	return regs->syscallno;
+#else
+#error "syscall_nr: unsupported architecture"
+#endif
+}
+
+/*
+ * Without time (--no-time: only this program is attached, halving the tracepoint cost): the node
+ * is taken from the saved registers at exit. A thread's first exit after it became traced is not
+ * counted: its entry came before (the gate read of `-- CMD`, a new thread's return from clone).
+ */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sc_exit_untimed, struct pt_regs *regs, long ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct sc_thread *st = traced_thread(bpf_get_current_task_btf(), id);
+
+	if (!st)
+		return 0;
+	if (!st->in_call) {
+		st->in_call = 1; /* from now on every exit is of a call entered while traced */
+		return 0;
+	}
+	count_call(ctx, regs, st, id, node_of(regs, syscall_nr(regs)), 0, ret);
+	return 0;
+}
+
+/* A traced process's child becomes a target (threads share the tgid and need nothing). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sc_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ppid = parent->tgid, cpid = child->tgid;
+	__u8 one = 1;
+
+	if (!follow_children || trace_all || ppid == cpid)
+		return 0;
+	if (bpf_map_lookup_elem(&sc_targets, &ppid) &&
+	    bpf_map_update_elem(&sc_targets, &cpid, &one, BPF_ANY)) {
+		struct pkprof_sc_lost *l = lost();
+
+		if (l)
+			l->targets_full++;
+	}
+	return 0;
+}

@@ -1,0 +1,277 @@
+//! The C side: the header's layout and prototypes match the library, the paper's copy program
+//! and its two multi-call variants (built with `cc` against `libpkprof_multicall.a`) copy files
+//! byte for byte, strace sees exactly one `io_uring_enter` per multi-call, and syscall_cost runs.
+//!
+//! The static library is the one cargo builds for this very test run: the crate's lib target has
+//! `crate-type = ["rlib", "staticlib", "cdylib"]`, so building the tests' dependency also writes
+//! `libpkprof_multicall.a` next to the test binary's `deps/` directory (with or without
+//! `CARGO_TARGET_DIR`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Scratch;
+use pkprof_multicall::ffi::*;
+
+const CRATE: &str = env!("CARGO_MANIFEST_DIR");
+/// What the Rust standard library in the static archive needs (`--print native-static-libs`).
+const NATIVE_LIBS: &[&str] = &["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"];
+/// The paper's file sizes and the edges of a 4 KiB buffer.
+const SIZES: &[usize] = &[0, 1, 4095, 4096, 4097, 81920, 947200, 2390753];
+const CHUNK: usize = 4096;
+/// The looped variant's K iterations per multi-call.
+const LOOPED_K: usize = 16;
+
+/// The newest `libpkprof_multicall.a` of this build profile.
+fn static_lib() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let mut candidates = vec![deps.parent().unwrap().join("libpkprof_multicall.a")];
+    for entry in std::fs::read_dir(deps).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("libpkprof_multicall-") && name.ends_with(".a") {
+            candidates.push(entry.path());
+        }
+    }
+    candidates
+        .into_iter()
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| panic!("libpkprof_multicall.a not found near {}", exe.display()))
+}
+
+/// Compiles `sources` (in the crate's `c/` unless absolute) into `out`, linked with the library.
+fn cc(out: &Path, source: &Path, link_lib: bool) {
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let mut cmd = Command::new(&compiler);
+    cmd.args(["-O2", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(Path::new(CRATE).join("include"));
+    cmd.arg("-o").arg(out).arg(source);
+    if link_lib {
+        cmd.arg(static_lib()).args(NATIVE_LIBS);
+    }
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {compiler} (a C compiler is needed): {e}"));
+    assert!(
+        output.status.success(),
+        "{compiler} {} failed:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn c_source(name: &str) -> PathBuf {
+    Path::new(CRATE).join("c").join(name)
+}
+
+/// Builds the three copy programs into `dir`.
+fn build_copies(dir: &Path) -> Vec<PathBuf> {
+    ["copy_loop", "copy_multicall", "copy_multicall_looped"]
+        .iter()
+        .map(|name| {
+            let exe = dir.join(name);
+            cc(&exe, &c_source(&format!("{name}.c")), true);
+            exe
+        })
+        .collect()
+}
+
+/// Deterministic, non-repeating content (so a misplaced chunk shows).
+fn content(size: usize) -> Vec<u8> {
+    let mut x: u32 = 0x1234_5678;
+    (0..size)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn the_header_matches_the_library() {
+    let s = Scratch::new();
+    let src = s.path("layout.c");
+    std::fs::write(
+        &src,
+        format!(
+            r#"#include <errno.h>
+#include <stddef.h>
+#include "pkprof_multicall.h"
+_Static_assert(sizeof(struct mc_call) == {size}, "size");
+_Static_assert(offsetof(struct mc_call, check) == {check}, "check");
+_Static_assert(offsetof(struct mc_call, args) == {args}, "args");
+_Static_assert(offsetof(struct mc_call, result) == {result}, "result");
+_Static_assert(MC_READ == {read} && MC_WRITE == {write} && MC_PREAD == {pread} && MC_PWRITE == {pwrite}, "rw");
+_Static_assert(MC_OPENAT == {openat} && MC_CLOSE == {close} && MC_FSYNC == {fsync} && MC_STATX == {statx}, "fs");
+_Static_assert(MC_SENDMSG == {sendmsg} && MC_RECVMSG == {recvmsg} && MC_FSYNC_DATASYNC == {datasync}, "net");
+int main(void)
+{{
+    struct mc_ring *r = mc_open_sequential();
+    struct mc_call c = {{ .op = 99, .check = 1 }};
+    int ret = multi_call(r, 1, &c);
+    mc_close(r);
+    return ret == -EOPNOTSUPP && mc_capacity(0) == -EINVAL && mc_last_error() == 0 ? 0 : 1;
+}}
+"#,
+            size = std::mem::size_of::<McCall>(),
+            check = std::mem::offset_of!(McCall, check),
+            args = std::mem::offset_of!(McCall, args),
+            result = std::mem::offset_of!(McCall, result),
+            read = MC_READ,
+            write = MC_WRITE,
+            pread = MC_PREAD,
+            pwrite = MC_PWRITE,
+            openat = MC_OPENAT,
+            close = MC_CLOSE,
+            fsync = MC_FSYNC,
+            statx = MC_STATX,
+            sendmsg = MC_SENDMSG,
+            recvmsg = MC_RECVMSG,
+            datasync = MC_FSYNC_DATASYNC,
+        ),
+    )
+    .unwrap();
+    let exe = s.path("layout");
+    cc(&exe, &src, true);
+    run_ok(&mut Command::new(&exe));
+}
+
+#[test]
+fn the_copy_programs_copy_byte_for_byte() {
+    let s = Scratch::new();
+    let programs = build_copies(s.dir.path());
+    for &size in SIZES {
+        let src = s.path(&format!("src-{size}"));
+        let data = content(size);
+        std::fs::write(&src, &data).unwrap();
+        for exe in &programs {
+            let dst = s.path("dst");
+            // A longer stale destination must be truncated.
+            std::fs::write(&dst, vec![b'!'; size + 5000]).unwrap();
+            let out = run_ok(Command::new(exe).arg(&src).arg(&dst));
+            assert!(
+                out.stderr.is_empty(),
+                "{}: {}",
+                exe.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                std::fs::read(&dst).unwrap() == data,
+                "{} size {size}: copy differs",
+                exe.display()
+            );
+        }
+    }
+}
+
+/// Counts the calls of `syscall` a program made, with `strace -f -e trace=SYSCALL`.
+fn strace_count(exe: &Path, args: &[&Path], syscall: &str, filter: &str, s: &Scratch) -> usize {
+    let log = s.path("strace.log");
+    run_ok(
+        Command::new("strace")
+            .args(["-f", "-qq", "-e", &format!("trace={syscall}"), "-o"])
+            .arg(&log)
+            .arg(exe)
+            .args(args),
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    text.lines()
+        .filter(|l| l.contains(&format!("{syscall}(")) && l.contains(filter))
+        .count()
+}
+
+#[test]
+fn strace_sees_one_io_uring_enter_per_multi_call() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    let s = Scratch::new();
+    let programs = build_copies(s.dir.path());
+    let dst = s.path("dst");
+    for &size in SIZES {
+        let src = s.path(&format!("src-{size}"));
+        std::fs::write(&src, content(size)).unwrap();
+        let tail = usize::from(size % CHUNK != 0);
+        // copy_multicall: one multi-call per full 4 KiB, one for the short read of the tail (its
+        // bytes then written with write(2)), one reading 0 at end of file.
+        let enters = strace_count(&programs[1], &[&src, &dst], "io_uring_enter", "", &s);
+        assert_eq!(
+            enters,
+            size / CHUNK + tail + 1,
+            "copy_multicall, size {size}"
+        );
+        // copy_multicall_looped: one per K * 4 KiB, then the same tail logic.
+        let enters = strace_count(&programs[2], &[&src, &dst], "io_uring_enter", "", &s);
+        assert_eq!(
+            enters,
+            size / (CHUNK * LOOPED_K) + tail + 1,
+            "looped, size {size}"
+        );
+        // copy_loop: plain read(2)s of 4 KiB, one per chunk, no io_uring at all.
+        let reads = strace_count(&programs[0], &[&src, &dst], "read", ", 4096)", &s);
+        assert_eq!(
+            reads,
+            size / CHUNK + tail + 1,
+            "copy_loop reads, size {size}"
+        );
+        assert_eq!(
+            strace_count(&programs[0], &[&src, &dst], "io_uring_enter", "", &s),
+            0
+        );
+    }
+}
+
+#[test]
+fn the_copy_programs_time_repeated_copies() {
+    let s = Scratch::new();
+    let programs = build_copies(s.dir.path());
+    let src = s.path("src");
+    std::fs::write(&src, content(81920)).unwrap();
+    for exe in &programs {
+        let out = run_ok(Command::new(exe).arg(&src).arg(s.path("dst")).arg("3"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.starts_with("copies=3 total_ns="),
+            "{}: {text}",
+            exe.display()
+        );
+        assert_eq!(std::fs::read(s.path("dst")).unwrap(), content(81920));
+    }
+}
+
+#[test]
+fn syscall_cost_prints_both_costs_and_the_ratio() {
+    let s = Scratch::new();
+    let exe = s.path("syscall_cost");
+    cc(&exe, &c_source("syscall_cost.c"), false);
+    let out = run_ok(Command::new(&exe).arg("10000"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("getppid syscall:") && lines[0].ends_with(" ns"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("procedure call:") && lines[1].ends_with(" ns"),
+        "{text}"
+    );
+    assert!(lines[2].starts_with("ratio:"), "{text}");
+}

@@ -1,0 +1,186 @@
+//! Profile-directed system call clustering (Rajagopalan et al., "System Call Clustering: A
+//! Profile-Directed Optimization Technique"): from per-thread counts of "syscall A immediately
+//! followed by syscall B", the syscall graph, its frequent loops and paths ranked by the kernel
+//! crossings a replacement saves, and a suggestion for each (a single Linux call, epoll, or a
+//! batch through pkprof's multi-call library), with text, Graphviz and JSON reports.
+//!
+//! ```
+//! use pkprof_syscall_graph::{render, Analysis, Node, Options, Profile, TraceBuilder};
+//!
+//! let (read, write) = (Node::new(0, "read"), Node::new(1, "write"));
+//! let mut t = TraceBuilder::new(42, 42, "cp");
+//! for _ in 0..100 {
+//!     t.call(&read, false, 1_000, None).call(&write, false, 2_000, None);
+//! }
+//! let profile = Profile { target: "pid 42".into(), threads: vec![t.finish()], ..Profile::default() };
+//! let analysis = Analysis::new(&profile, &Options::default());
+//! assert_eq!(analysis.clusters[0].suggestion.replacement.as_deref(),
+//!            Some("copy_file_range / sendfile / splice"));
+//! let mut out = Vec::new();
+//! render::text::write(&analysis, &mut out).unwrap();
+//! ```
+
+pub mod clusters;
+pub mod graph;
+pub mod model;
+pub mod render;
+pub mod suggest;
+pub mod trace;
+
+use std::collections::BTreeMap;
+
+pub use clusters::{Cluster, Site};
+pub use graph::{Edge, Graph, NodeStats};
+pub use model::{Arg, CallSite, Frame, Lost, Node, Profile, Thread, Transition};
+pub use suggest::{Kind, Shape, Suggestion, MULTICALL_OPS};
+pub use trace::TraceBuilder;
+
+/// What the analysis looks for and how much the reports show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Clusters listed, and heaviest edges listed by the text report.
+    pub top: usize,
+    /// A cluster must have occurred at least this many times.
+    pub min_count: u64,
+    /// Most calls in a chain or in one loop iteration.
+    pub max_len: usize,
+    /// Call sites kept per cluster.
+    pub sites: usize,
+    /// Frames per call site printed by the text report.
+    pub frames: usize,
+    /// Processes given their own syscall table in the text report (busiest first).
+    pub processes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            top: 10,
+            min_count: 2,
+            max_len: 6,
+            sites: 3,
+            frames: 4,
+            processes: 10,
+        }
+    }
+}
+
+/// Errors of the report writers.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("writing the syscall report: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("encoding the syscall report as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// One thread's syscall graph.
+#[derive(Debug, Clone)]
+pub struct ThreadGraph {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub graph: Graph,
+}
+
+/// A process's threads merged into one graph.
+#[derive(Debug, Clone)]
+pub struct ProcessGraph {
+    pub pid: u32,
+    /// The main thread's comm (tid == pid), else the first thread's.
+    pub comm: String,
+    pub tids: Vec<u32>,
+    pub graph: Graph,
+}
+
+/// Graphs and clusters of a profile, ready for the renderers.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub target: String,
+    pub duration_ns: u64,
+    pub args_split: bool,
+    pub lost: Lost,
+    pub options: Options,
+    /// By pid, then tid. Thread entries with the same (pid, tid) are merged.
+    pub threads: Vec<ThreadGraph>,
+    /// Most calls first, then by pid.
+    pub processes: Vec<ProcessGraph>,
+    /// The whole profile as one graph.
+    pub total: Graph,
+    /// The whole profile by syscall name (no argument split): `strace -c`'s table.
+    pub syscalls: Graph,
+    /// Every cluster of every thread, best first (`rank` 1, 2, ...).
+    pub clusters: Vec<Cluster>,
+}
+
+impl Analysis {
+    pub fn new(profile: &Profile, options: &Options) -> Analysis {
+        let mut by_thread: BTreeMap<(u32, u32), (&str, Vec<&Transition>)> = BTreeMap::new();
+        for t in &profile.threads {
+            let entry = by_thread
+                .entry((t.pid, t.tid))
+                .or_insert_with(|| (&t.comm, Vec::new()));
+            entry.1.extend(&t.transitions);
+        }
+        let threads: Vec<ThreadGraph> = by_thread
+            .into_iter()
+            .map(|((pid, tid), (comm, transitions))| ThreadGraph {
+                pid,
+                tid,
+                comm: comm.to_string(),
+                graph: Graph::from_transitions(transitions),
+            })
+            .collect();
+
+        let mut by_pid: BTreeMap<u32, Vec<&ThreadGraph>> = BTreeMap::new();
+        for t in &threads {
+            by_pid.entry(t.pid).or_default().push(t);
+        }
+        let mut processes: Vec<ProcessGraph> = by_pid
+            .into_iter()
+            .map(|(pid, ts)| ProcessGraph {
+                pid,
+                comm: ts
+                    .iter()
+                    .find(|t| t.tid == pid)
+                    .unwrap_or(&ts[0])
+                    .comm
+                    .clone(),
+                tids: ts.iter().map(|t| t.tid).collect(),
+                graph: Graph::merge(ts.iter().map(|t| &t.graph)),
+            })
+            .collect();
+        processes.sort_by(|a, b| {
+            b.graph
+                .calls()
+                .cmp(&a.graph.calls())
+                .then(a.pid.cmp(&b.pid))
+        });
+        let total = Graph::merge(processes.iter().map(|p| &p.graph));
+        let syscalls = total.by_name();
+
+        let mut clusters: Vec<Cluster> = threads
+            .iter()
+            .flat_map(|t| clusters::find(&t.graph, (t.pid, t.tid, &t.comm), options))
+            .collect();
+        clusters::rank(&mut clusters);
+
+        Analysis {
+            target: profile.target.clone(),
+            duration_ns: profile.duration_ns,
+            args_split: profile.args_split,
+            lost: profile.lost.clone(),
+            options: options.clone(),
+            threads,
+            processes,
+            total,
+            syscalls,
+            clusters,
+        }
+    }
+
+    /// The clusters the reports list: the first `options.top`.
+    pub fn top_clusters(&self) -> &[Cluster] {
+        &self.clusters[..self.clusters.len().min(self.options.top)]
+    }
+}

@@ -1,0 +1,60 @@
+//! The reports: `text` (strace -c-like tables, clusters, heaviest edges), `dot` (Graphviz) and
+//! `json` (a stable schema, see docs/json.md). Each writes an `Analysis` to a `Write`.
+
+pub mod dot;
+pub mod json;
+pub mod text;
+
+use crate::clusters::Site;
+use crate::suggest::{Kind, Shape};
+
+/// How the kind reads in the text report.
+pub(crate) fn kind_label(kind: Kind) -> &'static str {
+    match kind {
+        Kind::SingleCall => "single call",
+        Kind::Epoll => "epoll",
+        Kind::Multicall => "multi-call",
+        Kind::PartialMulticall => "partial multi-call",
+        Kind::None => "none",
+    }
+}
+
+/// "loop", "self-loop", "chain".
+pub(crate) fn shape_label(shape: Shape) -> &'static str {
+    match shape {
+        Shape::SelfLoop => "self-loop",
+        Shape::Loop => "loop",
+        Shape::Chain => "chain",
+    }
+}
+
+/// What a cluster's count counts.
+pub(crate) fn count_unit(shape: Shape) -> &'static str {
+    match shape {
+        Shape::SelfLoop => "repeats",
+        Shape::Loop => "iterations",
+        Shape::Chain => "occurrences",
+    }
+}
+
+/// A call site's first `max` frames, innermost first: `__libc_write < copy_data < main`.
+pub(crate) fn site_frames(site: &Site, max: usize) -> String {
+    let mut parts: Vec<String> = site.frames.iter().take(max).map(|f| f.describe()).collect();
+    if site.frames.len() > max {
+        parts.push("...".into());
+    }
+    if parts.is_empty() {
+        return "(no frames)".into();
+    }
+    parts.join(" < ")
+}
+
+/// `1 call`, `2 calls`, `2 processes`.
+pub(crate) fn plural(n: u64, what: &str) -> String {
+    let suffix = match (n, what.ends_with('s')) {
+        (1, _) => "",
+        (_, true) => "es",
+        (_, false) => "s",
+    };
+    format!("{n} {what}{suffix}")
+}
