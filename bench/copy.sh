@@ -2,7 +2,8 @@
 # The system call clustering paper's copy experiment on io_uring multi-calls (crates/multicall):
 # the 4 KiB read/write loop (A, copy_loop), each iteration's read+write in one multi-call
 # (B, copy_multicall) and 16 iterations per multi-call (C, copy_multicall_looped), on files of the
-# paper's sizes (80 KB, 925 KB, 2.28 MB) and 64 MiB, page cache warm.
+# paper's sizes (80 KB, 925 KB, 2.28 MB) and 64 MiB, page cache warm; and D, the single Linux call
+# `pkprof syscalls` suggests for a read/write loop (copy_single_call: copy_file_range).
 #
 # Usage:  bash bench/copy.sh [ROUNDS]          (default 30 rounds)
 # Env:    BENCH_DIR   directory for the files (default $TMPDIR or /tmp; its file system matters:
@@ -35,7 +36,7 @@ lib=$target/release/libpkprof_multicall.a
 work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/pkprof-copy.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 src_dir=crates/multicall/c
-for p in copy_loop copy_multicall copy_multicall_looped; do
+for p in copy_loop copy_multicall copy_multicall_looped copy_single_call; do
   cc -O2 -Wall -Wextra -I crates/multicall/include -o "$work/$p" "$src_dir/$p.c" "$lib" \
     -lgcc_s -lutil -lrt -lpthread -lm -ldl
 done
@@ -55,15 +56,15 @@ case ${COPY_DST:-file} in
   *) echo "copy.sh: COPY_DST must be file or null" >&2; exit 2 ;;
 esac
 fstype=$(findmnt -n -o FSTYPE --target "$work" 2>/dev/null || stat -f -c %T "$work")
-progs=(copy_loop copy_multicall copy_multicall_looped)
+progs=(copy_loop copy_multicall copy_multicall_looped copy_single_call)
 raw=$work/raw.tsv
 echo "== $rounds rounds; files in $work ($fstype); destination $dst; kernel $(uname -r)"
 for size in $sizes; do
   batch=$(batch_for "$size")
   printf '   size %9d: %d copies per run ' "$size" "$batch"
   for ((r = 0; r < rounds; r++)); do
-    for ((k = 0; k < 3; k++)); do
-      p=${progs[$(((r + k) % 3))]}
+    for ((k = 0; k < ${#progs[@]}; k++)); do
+      p=${progs[$(((r + k) % ${#progs[@]}))]}
       out=$("$work/$p" "$work/src-$size" "$dst" "$batch")
       ns=${out##*total_ns=}
       printf '%s\t%s\t%s\t%s\t%s\n' "$size" "$r" "$p" "$batch" "$ns" >>"$raw"
@@ -90,16 +91,18 @@ for line in open(sys.argv[1]):
 sizes = sorted({s for s, _ in runs})
 def q(v, f):
     v = sorted(v); return v[min(len(v) - 1, int(f * len(v)))]
-print(f"{'size':>10} {'A loop':>13} {'B multicall':>13} {'C looped':>13}   {'B saving':>22}   {'C saving':>22}")
+print(f"{'size':>10} {'A loop':>11} {'B multicall':>11} {'C looped':>11} {'D single':>11}   "
+      f"{'B saving':>22}   {'C saving':>22}   {'D saving':>22}")
 for s in sizes:
     rounds = [p for (size, _), p in sorted(runs.items()) if size == s]
     med = {p: statistics.median(r[p] for r in rounds) for p in rounds[0]}
     cols = []
-    for p in ("copy_multicall", "copy_multicall_looped"):
+    for p in ("copy_multicall", "copy_multicall_looped", "copy_single_call"):
         sav = [100 * (r["copy_loop"] - r[p]) / r["copy_loop"] for r in rounds]
         cols.append(f"{statistics.median(sav):+6.1f}% [{q(sav, .25):+5.1f},{q(sav, .75):+5.1f}]")
-    print(f"{s:>10} {med['copy_loop']:>13.0f} {med['copy_multicall']:>13.0f} "
-          f"{med['copy_multicall_looped']:>13.0f}   {cols[0]:>22}   {cols[1]:>22}")
+    print(f"{s:>10} {med['copy_loop']:>11.0f} {med['copy_multicall']:>11.0f} "
+          f"{med['copy_multicall_looped']:>11.0f} {med['copy_single_call']:>11.0f}   "
+          f"{cols[0]:>22}   {cols[1]:>22}   {cols[2]:>22}")
 EOF
 
 echo
@@ -109,7 +112,7 @@ echo "== syscall_cost (one kernel crossing vs one procedure call)"
 if [ -n "${PKPROF:-}" ]; then
   echo
   echo "== system calls per copy, counted by $PKPROF syscalls (total_calls, whole process)"
-  printf '%10s %13s %13s %13s\n' size "A loop" "B multicall" "C looped"
+  printf '%10s %13s %13s %13s %13s\n' size "A loop" "B multicall" "C looped" "D single"
   for size in $sizes; do
     line=$(printf '%10d' "$size")
     for p in "${progs[@]}"; do

@@ -28,7 +28,10 @@ const LOOPED_K: usize = 16;
 fn static_lib() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let deps = exe.parent().unwrap();
-    let mut candidates = vec![deps.parent().unwrap().join("libpkprof_multicall.a")];
+    let mut candidates = vec![
+        deps.parent().unwrap().join("libpkprof_multicall.a"),
+        deps.join("libpkprof_multicall.a"),
+    ];
     for entry in std::fs::read_dir(deps).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("libpkprof_multicall-") && name.ends_with(".a") {
@@ -68,16 +71,22 @@ fn c_source(name: &str) -> PathBuf {
     Path::new(CRATE).join("c").join(name)
 }
 
-/// Builds the three copy programs into `dir`.
+/// Builds the copy programs into `dir`: the loop, the two multi-call versions, and the single
+/// Linux call `pkprof syscalls` suggests for the loop (copy_file_range).
 fn build_copies(dir: &Path) -> Vec<PathBuf> {
-    ["copy_loop", "copy_multicall", "copy_multicall_looped"]
-        .iter()
-        .map(|name| {
-            let exe = dir.join(name);
-            cc(&exe, &c_source(&format!("{name}.c")), true);
-            exe
-        })
-        .collect()
+    [
+        "copy_loop",
+        "copy_multicall",
+        "copy_multicall_looped",
+        "copy_single_call",
+    ]
+    .iter()
+    .map(|name| {
+        let exe = dir.join(name);
+        cc(&exe, &c_source(&format!("{name}.c")), true);
+        exe
+    })
+    .collect()
 }
 
 /// Deterministic, non-repeating content (so a misplaced chunk shows).
@@ -234,6 +243,14 @@ fn strace_sees_one_io_uring_enter_per_multi_call() {
         assert_eq!(
             strace_count(&programs[0], &[&src, &dst], "io_uring_enter", "", &s),
             0
+        );
+        // copy_single_call: one copy_file_range moving the whole file, one returning 0 (just the
+        // one returning 0 for an empty file).
+        let calls = strace_count(&programs[3], &[&src, &dst], "copy_file_range", "", &s);
+        assert_eq!(
+            calls,
+            1 + usize::from(size > 0),
+            "copy_single_call, size {size}"
         );
     }
 }
