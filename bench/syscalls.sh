@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pkprof syscalls benchmark: what transition counting costs a syscall storm (1-byte reads from
-# /dev/zero), A/B interleaved, against the same storm untraced and under strace -f -c.
+# /dev/zero), interleaved with the same storm untraced, with the kernel's own counting of the same
+# tracepoints (perf stat: the floor any tracepoint-based counter pays), and under strace -f -c.
 # See bench/README.md.
 #
 # Usage: bash bench/syscalls.sh [PAIRS]    (default 10 pairs; run as root)
@@ -28,16 +29,21 @@ RAW="$OUT/raw-syscalls.tsv"
 
 ns() { awk '/^ns_per_call/ {print $2}'; }
 plain() { "$STORM" "$CALLS" | ns; }
-counted() { "$PKPROF" syscalls --stack-every "$1" -o "$OUT/storm.txt" -- "$STORM" "$CALLS" | ns; }
+counted() { "$PKPROF" syscalls "$@" -o "$OUT/storm.txt" -- "$STORM" "$CALLS" | ns; }
+perfstat() { perf stat -x, -o /dev/null -e "$1" -- "$STORM" "$CALLS" | ns; }
 
-log "$PAIRS rounds of: plain, pkprof syscalls (stacks every 64th call), pkprof syscalls --stack-every 0"
+MODES=(plain floor2 floor1 timed untimed nostack)
+log "$PAIRS rounds of: ${MODES[*]}"
 for ((r = 1; r <= PAIRS; r++)); do
-  # Order rotates each round so drift does not favour one side.
-  for m in $(python3 -c "m=['plain','s64','s0']; r=$r%3; print(' '.join(m[r:]+m[:r]))"); do
+  # Order rotates each round so drift does not favour one mode.
+  for m in $(python3 -c "m='${MODES[*]}'.split(); r=$r%len(m); print(' '.join(m[r:]+m[:r]))"); do
     case $m in
       plain) v=$(plain) ;;
-      s64) v=$(counted 64) ;;
-      s0) v=$(counted 0) ;;
+      floor2) v=$(perfstat raw_syscalls:sys_enter,raw_syscalls:sys_exit) ;;
+      floor1) v=$(perfstat raw_syscalls:sys_exit) ;;
+      timed) v=$(counted) ;;
+      untimed) v=$(counted --no-time) ;;
+      nostack) v=$(counted --stack-every 0) ;;
     esac
     printf '%s\t%s\t%s\n' "$r" "$m" "$v" >>"$RAW"
   done
@@ -56,10 +62,20 @@ for r, m, v in rows:
     by.setdefault(m, {})[int(r)] = float(v)
 med = {m: statistics.median(v.values()) for m, v in by.items()}
 print(f"syscall storm, 1-byte reads of /dev/zero, ns per call (median of {len(by['plain'])} interleaved rounds):")
-print(f"  untraced                       {med['plain']:8.1f}")
-for m, label in (('s64', 'pkprof syscalls (default)'), ('s0', 'pkprof syscalls --stack-every 0')):
+print(f"  {'untraced':44} {med['plain']:8.1f}")
+rows = (
+    ('floor2', 'perf stat of sys_enter+sys_exit (floor)', False),
+    ('floor1', 'perf stat of sys_exit only (floor)', False),
+    ('timed', 'pkprof syscalls (default: timed)', True),
+    ('untimed', 'pkprof syscalls --no-time', True),
+    ('nostack', 'pkprof syscalls --stack-every 0', True),
+)
+for m, label, goal in rows:
     ratios = [by[m][r] / by['plain'][r] for r in by[m]]
-    print(f"  {label:30} {med[m]:8.1f}   slowdown {100 * (statistics.median(ratios) - 1):+.1f}% "
-          f"(paired ratios {100 * (min(ratios) - 1):+.1f}%..{100 * (max(ratios) - 1):+.1f}%; goal <= +15%)")
-print(f"  strace -f -c                   {med['strace']:8.1f}   slowdown x{med['strace'] / med['plain']:.0f}")
+    print(f"  {label:44} {med[m]:8.1f}   slowdown {100 * (statistics.median(ratios) - 1):+6.1f}% "
+          f"(paired {100 * (min(ratios) - 1):+.0f}%..{100 * (max(ratios) - 1):+.0f}%)"
+          + ("; goal <= +15%" if goal else ""))
+for m, floor in (('timed', 'floor2'), ('untimed', 'floor1')):
+    print(f"  pkprof's own programs above the floor ({m}): {med[m] - med[floor]:+.1f} ns per call")
+print(f"  {'strace -f -c':44} {med['strace']:8.1f}   slowdown x{med['strace'] / med['plain']:.0f}")
 PY

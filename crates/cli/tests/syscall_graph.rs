@@ -220,7 +220,10 @@ fn clusters_name_their_replacement_and_call_site() {
                     .contains(replacement)
         });
         let c = found.unwrap_or_else(|| panic!("no cluster of {calls:?} suggesting {replacement}"));
-        assert!(u64_of(c, "crossings_saved") > 0, "{calls:?} saves nothing");
+        // epoll saves work per call (no fd set copied and scanned each time), not crossings.
+        if *replacement != "epoll" {
+            assert!(u64_of(c, "crossings_saved") > 0, "{calls:?} saves nothing");
+        }
         assert!(
             c["sites"].to_string().contains(function),
             "{calls:?}: call sites do not name {function}: {}",
@@ -246,12 +249,23 @@ fn threads_and_children_have_their_own_graphs() {
     );
     let threads = report["threads"].as_array().expect("threads");
     let main_pid = threads.iter().map(|t| u64_of(t, "pid")).min().unwrap();
+    // Edges name their nodes by id; the thread's node list gives the names.
     let edge_count = |t: &Value, from: &str, to: &str| -> u64 {
+        let name = |id: &Value| {
+            t["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["id"] == *id)
+                .and_then(|n| n["name"].as_str().map(str::to_string))
+        };
         t["edges"]
             .as_array()
             .unwrap()
             .iter()
-            .filter(|e| e["from"].as_str() == Some(from) && e["to"].as_str() == Some(to))
+            .filter(|e| {
+                name(&e["from"]).as_deref() == Some(from) && name(&e["to"]).as_deref() == Some(to)
+            })
             .map(|e| u64_of(e, "count"))
             .sum()
     };

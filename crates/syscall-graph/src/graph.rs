@@ -1,6 +1,9 @@
 //! The syscall graph: nodes are syscalls (split by argument with `--args`) with their calls,
 //! errors and time; a weighted edge A->B counts how often B ran right after A. Built for one
-//! thread from its transitions, and merged for a process or the whole profile.
+//! thread from its transitions, and merged for a process or the whole profile. A thread's graph
+//! also keeps its trigram counts (A, B, C: C ran right after B, which ran right after A) for the
+//! cluster counts; every edge and node figure is a sum over them, exactly as without. Merged and
+//! by-name graphs, which no cluster is found in, keep none.
 
 use std::collections::HashMap;
 
@@ -42,6 +45,8 @@ pub struct Graph {
     pub edges: Vec<Edge>,
     node_index: FastMap<Node, usize>,
     edge_index: FastMap<(Option<usize>, usize), usize>,
+    trigrams: FastMap<(usize, usize, usize), u64>,
+    has_trigrams: bool,
 }
 
 type FastMap<K, V> = HashMap<K, V, RandomState>;
@@ -60,6 +65,8 @@ struct Builder {
     ids: FastMap<Node, usize>,
     nodes: Vec<NodeStats>,
     edges: FastMap<(Option<usize>, usize), EdgeAcc>,
+    trigrams: FastMap<(usize, usize, usize), u64>,
+    has_trigrams: bool,
 }
 
 impl Builder {
@@ -72,16 +79,18 @@ impl Builder {
         self.nodes.len() - 1
     }
 
+    /// Adds one transition's edge; returns the ids of `from` and `to`.
     fn add(
         &mut self,
         from: Option<&Node>,
         to: &Node,
         (count, errors, total_ns): (u64, u64, u64),
         sites: &[CallSite],
-    ) {
+    ) -> (Option<usize>, usize) {
         let from = from.map(|f| self.id(f));
         let to = self.id(to);
         self.add_ids(from, to, (count, errors, total_ns), sites);
+        (from, to)
     }
 
     fn add_ids(
@@ -159,11 +168,18 @@ impl Builder {
             .enumerate()
             .map(|(i, e)| ((e.from, e.to), i))
             .collect();
+        let trigrams = self
+            .trigrams
+            .into_iter()
+            .map(|((a, b, c), n)| ((rank[a], rank[b], rank[c]), n))
+            .collect();
         Graph {
             nodes,
             edges,
             node_index,
             edge_index,
+            trigrams,
+            has_trigrams: self.has_trigrams,
         }
     }
 }
@@ -180,16 +196,29 @@ impl NodeStats {
 }
 
 impl Graph {
-    /// One thread's graph. Repeated (from, to) pairs are summed.
+    /// One thread's graph. Repeated (from, to) pairs are summed over `before`; transitions with
+    /// `before` and `from` set are also counted as trigrams. A trigram whose `before` is no node
+    /// of the graph (its own transitions were lost) is dropped rather than adding a node.
     pub fn from_transitions<'a>(transitions: impl IntoIterator<Item = &'a Transition>) -> Graph {
         let mut b = Builder::default();
+        // (before, from, to, count): `before` is looked up once every node is known.
+        let mut triples: Vec<(&Node, usize, usize, u64)> = Vec::new();
         for t in transitions {
-            b.add(
+            let ids = b.add(
                 t.from.as_ref(),
                 &t.to,
                 (t.count, t.errors, t.total_ns),
                 &t.sites,
             );
+            if let (Some(before), (Some(from), to)) = (&t.before, ids) {
+                triples.push((before, from, to, t.count));
+            }
+        }
+        b.has_trigrams = !triples.is_empty();
+        for (before, from, to, n) in triples {
+            if let Some(&a) = b.ids.get(before) {
+                *b.trigrams.entry((a, from, to)).or_default() += n;
+            }
         }
         b.finish()
     }
@@ -216,7 +245,7 @@ impl Graph {
         b.finish()
     }
 
-    /// Adds `g`'s edges with node i renamed to `keys[i]`.
+    /// Adds `g`'s edges (not its trigrams) with node i renamed to `keys[i]`.
     fn add_to(b: &mut Builder, g: &Graph, keys: &[Node]) {
         let ids: Vec<usize> = keys.iter().map(|k| b.id(k)).collect();
         for e in &g.edges {
@@ -249,6 +278,24 @@ impl Graph {
     /// The weight of edge `from` -> `to`, 0 when there is none.
     pub fn weight(&self, from: usize, to: usize) -> u64 {
         self.edge(Some(from), to).map_or(0, |e| e.count)
+    }
+
+    /// Times `c` ran right after `b`, which ran right after `a` (node indices); 0 when never or
+    /// when the graph has no trigram data.
+    pub fn trigram(&self, a: usize, b: usize, c: usize) -> u64 {
+        self.trigrams.get(&(a, b, c)).copied().unwrap_or(0)
+    }
+
+    /// Every non-zero trigram count, ((a, b, c), count), in no particular order.
+    pub fn trigrams(&self) -> impl Iterator<Item = ((usize, usize, usize), u64)> + '_ {
+        self.trigrams.iter().map(|(&k, &n)| (k, n))
+    }
+
+    /// Whether the transitions carried trigram data: any of them had `before` set (false for
+    /// merged and by-name graphs). Without it (an older collector) path counts fall back to
+    /// edge weights.
+    pub fn has_trigrams(&self) -> bool {
+        self.has_trigrams
     }
 }
 
@@ -343,6 +390,7 @@ mod tests {
     #[test]
     fn node_only_seen_as_predecessor_has_zero_calls() {
         let t = Transition {
+            before: None,
             from: Some(n("lost")),
             to: n("read"),
             count: 4,

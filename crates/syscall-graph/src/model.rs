@@ -1,5 +1,10 @@
-//! The input model: per-thread counts of "syscall A immediately followed by syscall B", as the
-//! collector fills it, plus how syscall nodes are named (`read(fd=3, 2K..4K)`).
+//! The input model: per-thread counts of "syscall B returned right after syscall A", split by the
+//! call before A ("second-order transitions", trigrams), as the collector fills it, plus how
+//! syscall nodes are named (`read(fd=3, 2K..4K)`).
+//!
+//! Trigram data: a thread carries it when any of its transitions has `before` set. A thread
+//! without it (a profile from a collector that did not count trigrams) is analysed from edge
+//! counts alone, see `clusters`.
 
 use std::fmt;
 
@@ -43,9 +48,16 @@ pub struct Thread {
     pub transitions: Vec<Transition>,
 }
 
-/// `to` ran right after `from` on one thread, `count` times.
+/// `to` ran right after `from`, which ran right after `before`, on one thread, `count` times.
+///
+/// Entries with the same (from, to) and different `before` are separate; the edge from -> to is
+/// their sum.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Transition {
+    /// The call before `from`: None when `from` is None or was the thread's first call (or the
+    /// collector did not count trigrams).
+    #[serde(default)]
+    pub before: Option<Node>,
     /// None: `to` was the first call seen on this thread.
     pub from: Option<Node>,
     pub to: Node,

@@ -1,5 +1,6 @@
 //! Builds a thread's transitions from a syscall trace, one call at a time: the paper's
-//! GraphBuilder (figure 4) in user space, for tests and for traces read from elsewhere.
+//! GraphBuilder (figure 4) in user space, extended with the call before the previous one
+//! (`Transition::before`), for tests and for traces read from elsewhere.
 
 use std::collections::HashMap;
 
@@ -9,8 +10,9 @@ use crate::model::{CallSite, Frame, Node, Thread, Transition};
 #[derive(Debug)]
 pub struct TraceBuilder {
     thread: Thread,
-    prev: Option<Node>,
-    index: HashMap<(Option<Node>, Node), usize>,
+    /// The last two calls, older first.
+    prev: (Option<Node>, Option<Node>),
+    index: HashMap<(Option<Node>, Option<Node>, Node), usize>,
 }
 
 impl TraceBuilder {
@@ -22,7 +24,7 @@ impl TraceBuilder {
                 comm: comm.into(),
                 transitions: Vec::new(),
             },
-            prev: None,
+            prev: (None, None),
             index: HashMap::new(),
         }
     }
@@ -35,12 +37,15 @@ impl TraceBuilder {
         ns: u64,
         stack: Option<&[Frame]>,
     ) -> &mut Self {
-        let key = (self.prev.take(), node.clone());
+        let (before, from) = std::mem::take(&mut self.prev);
+        let key = (before, from, node.clone());
+        let next = (key.1.clone(), Some(node.clone()));
         let transitions = &mut self.thread.transitions;
         let i = *self.index.entry(key.clone()).or_insert_with(|| {
             transitions.push(Transition {
-                from: key.0,
-                to: key.1,
+                before: key.0,
+                from: key.1,
+                to: key.2,
                 count: 0,
                 errors: 0,
                 total_ns: 0,
@@ -61,7 +66,7 @@ impl TraceBuilder {
                 }),
             }
         }
-        self.prev = Some(node.clone());
+        self.prev = next;
         self
     }
 
@@ -83,7 +88,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_each_pair_once_per_occurrence() {
+    fn counts_each_triple_once_per_occurrence() {
         let (a, b) = (Node::new(0, "read"), Node::new(1, "write"));
         let mut t = TraceBuilder::new(1, 1, "t");
         t.call(&a, false, 10, None)
@@ -91,15 +96,29 @@ mod tests {
             .call(&a, false, 10, None)
             .call(&b, false, 30, None);
         let th = t.finish();
-        let find = |from: Option<&Node>, to: &Node| {
+        let find = |before: Option<&Node>, from: Option<&Node>, to: &Node| {
             th.transitions
                 .iter()
-                .find(|t| t.from.as_ref() == from && &t.to == to)
+                .find(|t| t.before.as_ref() == before && t.from.as_ref() == from && &t.to == to)
                 .map(|t| (t.count, t.errors, t.total_ns))
         };
-        assert_eq!(th.transitions.len(), 3);
-        assert_eq!(find(None, &a), Some((1, 0, 10)));
-        assert_eq!(find(Some(&a), &b), Some((2, 1, 50)));
-        assert_eq!(find(Some(&b), &a), Some((1, 0, 10)));
+        // Summed over `before`, the pairs: (none, a) once, a->b twice (one error), b->a once.
+        let pair = |from: Option<&Node>, to: &Node| {
+            th.transitions
+                .iter()
+                .filter(|t| t.from.as_ref() == from && &t.to == to)
+                .fold((0, 0, 0), |s, t| {
+                    (s.0 + t.count, s.1 + t.errors, s.2 + t.total_ns)
+                })
+        };
+        assert_eq!(th.transitions.len(), 4);
+        assert_eq!(find(None, None, &a), Some((1, 0, 10)));
+        // The second call has no call before its predecessor.
+        assert_eq!(find(None, Some(&a), &b), Some((1, 1, 20)));
+        assert_eq!(find(Some(&a), Some(&b), &a), Some((1, 0, 10)));
+        assert_eq!(find(Some(&b), Some(&a), &b), Some((1, 0, 30)));
+        assert_eq!(pair(None, &a), (1, 0, 10));
+        assert_eq!(pair(Some(&a), &b), (2, 1, 50));
+        assert_eq!(pair(Some(&b), &a), (1, 0, 10));
     }
 }

@@ -68,8 +68,8 @@ pub fn profile(
         let sites = t
             .sites
             .iter()
-            .map(|(stack, count)| CallSite {
-                frames: stack
+            .map(|(stack, count)| {
+                let mut resolved: Vec<Frame> = stack
                     .iter()
                     .map(|a| {
                         let a = a.saturating_sub(1);
@@ -79,11 +79,24 @@ pub fn profile(
                             module: None,
                         })
                     })
-                    .collect(),
-                count: *count,
+                    .collect();
+                // A caller outside every mapping means the frame-pointer walk went astray (a
+                // libc function using rbp as a register): it and what follows are not callers.
+                if let Some(bad) = resolved
+                    .iter()
+                    .skip(1)
+                    .position(|f| f.module.as_deref() == Some("[unknown]"))
+                {
+                    resolved.truncate(bad + 1);
+                }
+                CallSite {
+                    frames: resolved,
+                    count: *count,
+                }
             })
             .collect();
         thread.transitions.push(Transition {
+            before: t.before.as_ref().map(node),
             from: t.from.as_ref().map(node),
             to: node(&t.to),
             count: t.count,

@@ -307,10 +307,15 @@ struct pkprof_func_key {
 #define PKPROF_SC_NONE 0xffffffffffffffffULL /* `from` of a thread's first call */
 #define PKPROF_SC_MAX_NR 512                 /* syscall numbers with an argument spec */
 
-/* Key of `sc_edges`: syscall `to` returned right after `from`, on thread tid of process pid. */
+/*
+ * Key of `sc_edges`: syscall `to` returned right after `from`, which returned right after `before`,
+ * on thread tid of process pid. Second-order, so that the frequency of a 3-call sequence is exact
+ * rather than bounded by its two edges.
+ */
 struct pkprof_sc_edge_key {
 	__u32 pid;
 	__u32 tid;
+	__u64 before; /* PKPROF_SC_NONE when `from` was the thread's first call (or is NONE) */
 	__u64 from;
 	__u64 to;
 };
@@ -327,9 +332,9 @@ struct pkprof_sc_site_key {
 	struct pkprof_sc_edge_key edge;
 	__s64 stack_id;
 	/*
-	 * The word at the user stack pointer when it looks like a return address (the byte 5 before
-	 * it is a rel32 call, 0xe8), else 0: the caller of a frameless leaf syscall wrapper, which a
-	 * frame-pointer walk skips (it goes from the wrapper to its caller's caller).
+	 * The first of the top words of the user stack that looks like a return address (the byte 5
+	 * before it is a rel32 call, 0xe8), else 0: the caller of a syscall wrapper without a frame
+	 * pointer, which a frame-pointer walk skips (it goes from the wrapper to its caller's caller).
 	 */
 	__u64 leaf_return;
 };

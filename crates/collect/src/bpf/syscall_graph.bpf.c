@@ -3,8 +3,8 @@
  * pkprof syscalls: the per-thread syscall graph, aggregated in the kernel.
  *
  * At sys_enter a traced thread notes which node (syscall, optionally split by fd and size) it
- * entered and when; at sys_exit the transition "previous node -> this node" is counted in
- * `sc_edges` with the call's time and error, and every `stack_every`-th call (and the first call of
+ * entered and when; at sys_exit the transition "node before the previous -> previous node -> this
+ * node" is counted in `sc_edges` with the call's time and error, and every `stack_every`-th call (and the first call of
  * each new transition) keeps its user stack in `sc_stacks`/`sc_sites`. Nothing is streamed per call.
  *
  * With --no-time only sys_exit is attached (sc_exit_untimed), which halves the tracepoint cost;
@@ -43,6 +43,7 @@ volatile __u32 targets_gen = 1;
 /* Per-thread state, freed with the task. */
 struct sc_thread {
 	__u64 prev;     /* node of the last call that returned, PKPROF_SC_NONE before the first */
+	__u64 prev2;    /* the one before it */
 	__u64 cur;      /* node of the call in progress */
 	__u64 enter_ns; /* its entry time */
 	__u32 gen;      /* targets_gen when `traced` was decided */
@@ -157,6 +158,7 @@ static __always_inline struct sc_thread *traced_thread(struct task_struct *task,
 	st->gen = gen;
 	if (traced && !st->traced) {
 		st->prev = PKPROF_SC_NONE;
+		st->prev2 = PKPROF_SC_NONE;
 		st->until_sample = 1;
 		st->in_call = 0;
 		note_comm(id >> 32, (__u32)id);
@@ -228,17 +230,28 @@ int BPF_PROG(sc_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-/* The return address at the top of the user stack, if the word there is one (see pkprof.h). */
+#define LEAF_SCAN_WORDS 8
+
+/*
+ * The return address nearest the top of the user stack: the first of its top 8 words that points
+ * just after a rel32 call (0xe8 five bytes before it), else 0. A syscall wrapper without a frame
+ * pointer keeps its return address there, maybe under a few words of locals (see pkprof.h).
+ */
 static __always_inline __u64 leaf_return(struct pt_regs *regs)
 {
-	__u64 sp = PT_REGS_SP_CORE(regs), word = 0;
-	__u8 op = 0;
+	__u64 words[LEAF_SCAN_WORDS] = {};
+	__u8 op;
 
-	if (bpf_probe_read_user(&word, sizeof(word), (void *)sp) || word < 4096)
+	if (bpf_probe_read_user(words, sizeof(words), (void *)PT_REGS_SP_CORE(regs)))
 		return 0;
-	if (bpf_probe_read_user(&op, 1, (void *)(word - 5)) || op != 0xe8)
-		return 0;
-	return word;
+	for (int i = 0; i < LEAF_SCAN_WORDS; i++) {
+		if (words[i] < 4096)
+			continue;
+		op = 0;
+		if (!bpf_probe_read_user(&op, 1, (void *)(words[i] - 5)) && op == 0xe8)
+			return words[i];
+	}
+	return 0;
 }
 
 /* Counts a sampled user stack of this transition's call. */
@@ -276,12 +289,14 @@ static __always_inline void count_call(void *ctx, struct pt_regs *regs, struct s
 	struct pkprof_sc_edge_key key = {
 		.pid = id >> 32,
 		.tid = (__u32)id,
+		.before = st->prev2,
 		.from = st->prev,
 		.to = to,
 	};
 	struct pkprof_sc_edge *e;
 	bool fresh = false;
 
+	st->prev2 = st->prev;
 	st->prev = to;
 	e = bpf_map_lookup_elem(&sc_edges, &key);
 	if (e) {

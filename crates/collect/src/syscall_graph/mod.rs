@@ -48,11 +48,13 @@ pub struct RawNode {
     pub size_class: Option<u8>,
 }
 
-/// "`to` returned right after `from`" on one thread, with the sampled user stacks of `to`.
+/// "`to` returned right after `from`, which returned right after `before`" on one thread, with the sampled user stacks of `to`.
 #[derive(Clone, Debug)]
 pub struct RawTransition {
     pub pid: u32,
     pub tid: u32,
+    /// The call before `from`; None when `from` is None or was the thread's first call.
+    pub before: Option<RawNode>,
     /// None: the first call seen on the thread.
     pub from: Option<RawNode>,
     pub to: RawNode,
@@ -258,6 +260,7 @@ impl SyscallTracer {
             transitions.push(RawTransition {
                 pid: k.pid,
                 tid: k.tid,
+                before: (k.before != NODE_NONE).then(|| node(k.before)),
                 from: (k.from != NODE_NONE).then(|| node(k.from)),
                 to: node(k.to),
                 count: e.count,
@@ -334,11 +337,11 @@ impl SyscallTracer {
 
 /// A transition's identity, to join call sites to their transition.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct EdgeId(u32, u32, u64, u64);
+struct EdgeId(u32, u32, u64, u64, u64);
 
 impl EdgeId {
     fn of(k: &pkprof_sc_edge_key) -> Self {
-        EdgeId(k.pid, k.tid, k.from, k.to)
+        EdgeId(k.pid, k.tid, k.before, k.from, k.to)
     }
 }
 

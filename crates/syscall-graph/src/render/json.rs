@@ -28,9 +28,9 @@ pub struct Report {
     pub processes: Vec<Process>,
     /// By pid, then tid.
     pub threads: Vec<Thread>,
-    /// The top clusters, best first.
+    /// The listed clusters, best first (`Analysis::top_clusters`).
     pub clusters: Vec<Cluster>,
-    /// How many clusters were found in all (`clusters` holds the first `options.top`).
+    /// How many clusters were found in all, listed or not.
     pub clusters_found: usize,
     pub lost: Lost,
 }
@@ -105,6 +105,9 @@ pub struct Cluster {
     /// The same nodes' labels (with their argument split, if any).
     pub nodes: Vec<String>,
     pub count: u64,
+    /// `count` is exactly the times the path ran (absent in older reports: false).
+    #[serde(default)]
+    pub count_exact: bool,
     pub crossings_saved: u64,
     pub thread_calls: u64,
     pub suggestion: Suggestion,
@@ -222,6 +225,7 @@ pub fn report(a: &Analysis) -> Report {
                 path: c.path.iter().map(|n| n.name.clone()).collect(),
                 nodes: c.path.iter().map(|n| n.to_string()).collect(),
                 count: c.count,
+                count_exact: c.count_exact,
                 crossings_saved: c.crossings_saved,
                 thread_calls: c.thread_calls,
                 suggestion: c.suggestion.clone(),

@@ -1,6 +1,7 @@
 //! The text report: a `strace -c`-like table of syscalls (for all processes when there are
-//! several, then per process), the top clusters with crossings saved, suggestion and call sites,
-//! the heaviest transitions, and what the collector lost.
+//! several, then per process), the listed clusters (`Analysis::top_clusters`) with count ("at
+//! most N" when it is not exact), crossings saved, suggestion and call sites, the heaviest
+//! transitions, and what the collector lost.
 
 use std::io::Write;
 
@@ -131,10 +132,14 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
     if top.is_empty() {
         return Ok(());
     }
+    let ranked = top.len().min(a.options.top);
+    let extra = match top.get(ranked) {
+        Some(e) => format!(", and the best epoll loop, #{}", e.rank),
+        None => String::new(),
+    };
     writeln!(
         out,
-        "\nTop clusters by kernel crossings saved ({} of {})",
-        top.len(),
+        "\nTop clusters by kernel crossings saved ({ranked} of {}{extra})",
         a.clusters.len()
     )?;
     for c in top {
@@ -155,7 +160,8 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
         };
         writeln!(
             out,
-            "    {} {}, {} crossings saved ({share:.1}% of the thread's {} calls)",
+            "    {}{} {}, {} crossings saved ({share:.1}% of the thread's {} calls)",
+            if c.count_exact { "" } else { "at most " },
             c.count,
             count_unit(c.shape),
             c.crossings_saved,

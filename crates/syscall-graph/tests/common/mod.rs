@@ -74,6 +74,14 @@ pub fn thread(pid: u32, tid: u32, comm: &str, calls: &[Node], ns: u64) -> Thread
     t.finish()
 }
 
+/// The thread as a collector without trigram counts would give it: every `before` None.
+pub fn without_trigrams(mut t: Thread) -> Thread {
+    for tr in &mut t.transitions {
+        tr.before = None;
+    }
+    t
+}
+
 /// `body` repeated `n` times.
 pub fn times(body: &[Node], n: usize) -> Vec<Node> {
     body.iter().cloned().cycle().take(body.len() * n).collect()
