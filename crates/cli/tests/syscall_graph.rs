@@ -419,3 +419,31 @@ fn a_full_transition_table_is_counted_and_reported() {
         "the report does not show the loss"
     );
 }
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn system_wide_sees_other_processes_but_not_pkprof() {
+    let bin = build_workload("syscall_patterns");
+    let dir = scratch("system");
+    // The workload starts after pkprof attached (it sleeps first) and runs the datagram pattern.
+    let script = format!("sleep 1; {} {} dgrams", bin.display(), dir.display());
+    let mut load = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let report = json_report("system", &["-a", "--duration", "3"]);
+    load.wait().unwrap();
+    let processes = report["processes"].as_array().expect("processes");
+    let workload = processes
+        .iter()
+        .find(|p| p["comm"].as_str().is_some_and(|c| c.starts_with("workload-sysca")))
+        .unwrap_or_else(|| panic!("the workload is not in the system-wide report: {processes:?}"));
+    let sendmsg = workload["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "sendmsg")
+        .map(|s| u64_of(s, "calls"));
+    assert_eq!(sendmsg, Some(200), "{workload}");
+    assert!(
+        processes.iter().all(|p| p["comm"] != "pkprof"),
+        "pkprof counted itself"
+    );
+}
