@@ -433,7 +433,11 @@ fn system_wide_sees_other_processes_but_not_pkprof() {
     let processes = report["processes"].as_array().expect("processes");
     let workload = processes
         .iter()
-        .find(|p| p["comm"].as_str().is_some_and(|c| c.starts_with("workload-sysca")))
+        .find(|p| {
+            p["comm"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("workload-sysca"))
+        })
         .unwrap_or_else(|| panic!("the workload is not in the system-wide report: {processes:?}"));
     let sendmsg = workload["syscalls"]
         .as_array()

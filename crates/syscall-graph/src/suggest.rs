@@ -256,6 +256,18 @@ pub(crate) fn plan(shape: Shape, path: &[Node]) -> Plan {
         format!(" ({})", rewrites.join(", "))
     };
     let ops = MULTICALL_OPS.join(", ");
+    // An fd opened in the batch is an argument of the calls after it, which a multi-call cannot
+    // pass on: its arguments are fixed when the batch is built.
+    let opens_fd_for_later = names.iter().enumerate().any(|(i, n)| {
+        matches!(*n, "open" | "openat" | "openat2" | "creat") && (is_loop || i + 1 < names.len())
+    });
+    let fd_note = if opens_fd_for_later {
+        "; the fd the open returns is an argument of the calls after it, which a multi-call \
+         cannot pass on (arguments are fixed when the batch is built): batch the calls that \
+         follow the open, or open beforehand"
+    } else {
+        ""
+    };
     if batchable.iter().all(|&b| b) {
         let (per, unit) = match shape {
             Shape::Chain => (len - 1, "each occurrence of the path"),
@@ -269,7 +281,7 @@ pub(crate) fn plan(shape: Shape, path: &[Node]) -> Plan {
                 why: format!(
                     "all its calls are ops of pkprof's multi-call library{rewrite_note}: one \
                      multi-call (one io_uring_enter, linked SQEs stopping at the first checked \
-                     failure) runs {unit}"
+                     failure) runs {unit}{fd_note}"
                 ),
                 unbatchable,
             },
@@ -393,6 +405,21 @@ mod tests {
         let why = plan(Shape::Chain, &path).suggestion.why;
         assert_eq!(why.matches("open as openat").count(), 1, "{why}");
         assert!(why.contains("fstat as statx"), "{why}");
+    }
+
+    #[test]
+    fn an_fd_opened_in_the_batch_is_flagged() {
+        let why = |shape, names: &[&str]| {
+            let path: Vec<Node> = names.iter().map(|n| Node::new(0, *n)).collect();
+            plan(shape, &path).suggestion.why
+        };
+        let note = "cannot pass on";
+        assert!(why(Shape::Chain, &["openat", "read", "close"]).contains(note));
+        // In a loop the open's fd reaches the calls after it in the next round too.
+        assert!(why(Shape::Loop, &["read", "openat"]).contains(note));
+        // An open at the end of a chain feeds nothing in the batch.
+        assert!(!why(Shape::Chain, &["close", "openat"]).contains(note));
+        assert!(!why(Shape::Chain, &["read", "close"]).contains(note));
     }
 
     #[test]

@@ -156,11 +156,27 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
     };
     let profile = convert::profile(raw, &mut symbolizer, target, elapsed, opts.split_args);
     let lost = &profile.lost;
-    if !lost.is_empty() {
-        eprintln!(
-            "pkprof: lost: {} transitions (table full: raise --max-transitions), {} call sites, {} stacks",
-            lost.transitions_full, lost.sites_full, lost.stacks_failed
-        );
+    let mut parts = Vec::new();
+    if lost.transitions_full > 0 {
+        parts.push(format!(
+            "{} calls not counted (the transition table is full: raise --max-transitions)",
+            lost.transitions_full
+        ));
+    }
+    if lost.sites_full > 0 {
+        parts.push(format!(
+            "{} call-site samples (the site table is full)",
+            lost.sites_full
+        ));
+    }
+    if lost.stacks_failed > 0 {
+        parts.push(format!(
+            "{} user stacks that could not be read",
+            lost.stacks_failed
+        ));
+    }
+    if !parts.is_empty() {
+        eprintln!("pkprof: lost: {}", parts.join("; "));
     }
     let report = render(&profile, &opts)?;
     match &opts.output {
