@@ -57,8 +57,6 @@ it (copy_file_range, writev, sendmmsg, close_range, epoll...) or else an io_urin
 
 #[derive(Args)]
 pub struct SyscallsArgs {
-    #[command(flatten)]
-    target: SyscallsTargetArgs,
     /// Stop after this many seconds (default: when the command exits, or at Ctrl-C).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<f64>,
@@ -77,12 +75,14 @@ pub struct SyscallsArgs {
     /// Keep the user stack of every Nth call of a thread (and each transition's first); 0: none.
     #[arg(long, default_value_t = 64)]
     stack_every: u32,
-    /// Count without timing each call: only sys_exit is traced (about half the overhead).
+    /// Count without timing each call: one tracepoint (sys_exit) instead of two, less overhead.
     #[arg(long)]
     no_time: bool,
-    /// Capacity of the kernel's transition table (thread x from x to).
+    /// Capacity of the kernel's transition table (thread x call before x previous call x call).
     #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     max_transitions: u32,
+    #[command(flatten)]
+    target: SyscallsTargetArgs,
 }
 
 #[derive(Args)]
@@ -92,8 +92,8 @@ struct SyscallsTargetArgs {
     /// Processes to trace (comma-separated or repeated); children they start are traced too.
     #[arg(short = 'p', long = "pid", value_delimiter = ',')]
     pids: Vec<u32>,
-    /// Every process but pkprof.
-    #[arg(short = 'a', long = "all")]
+    /// Every process but pkprof (as in `record`; `--all` works too).
+    #[arg(short = 'a', long = "all-cpus", visible_alias = "all")]
     all: bool,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]

@@ -62,10 +62,19 @@ fn usage_error(e: clap::Error) -> ! {
     }
     // clap's first line is "error: <what>"; the usage and tips that follow are dropped.
     let text = e.to_string();
-    let what = text.lines().next().unwrap_or_default();
+    let mut lines = text.lines();
+    let mut what = lines.next().unwrap_or_default().to_string();
+    // "the following required arguments were not provided:" lists them on indented lines.
+    if what.ends_with(':') {
+        let listed: Vec<&str> = lines
+            .take_while(|l| l.starts_with("  "))
+            .map(str::trim)
+            .collect();
+        what = format!("{what} {}", listed.join(", "));
+    }
     eprintln!(
         "pkprof: {} (see pkprof --help)",
-        what.strip_prefix("error: ").unwrap_or(what)
+        what.strip_prefix("error: ").unwrap_or(&what)
     );
     std::process::exit(2);
 }

@@ -143,6 +143,7 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
     let elapsed = started.elapsed();
     let raw = tracer.read()?;
     drop(tracer);
+    let kernel_lost = raw.lost;
     let target = match &opts.target {
         SyscallsTarget::Command(argv) => format!("command: {}", argv.join(" ")),
         SyscallsTarget::Pids(pids) => format!(
@@ -173,6 +174,18 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
         parts.push(format!(
             "{} user stacks that could not be read",
             lost.stacks_failed
+        ));
+    }
+    if kernel_lost.threads_full > 0 {
+        parts.push(format!(
+            "{} calls of threads whose state could not be allocated",
+            kernel_lost.threads_full
+        ));
+    }
+    if kernel_lost.targets_full > 0 {
+        parts.push(format!(
+            "{} child processes not followed (the target table is full)",
+            kernel_lost.targets_full
         ));
     }
     if !parts.is_empty() {

@@ -4,8 +4,9 @@
  *
  * At sys_enter a traced thread notes which node (syscall, optionally split by fd and size) it
  * entered and when; at sys_exit the transition "node before the previous -> previous node -> this
- * node" is counted in `sc_edges` with the call's time and error, and every `stack_every`-th call (and the first call of
- * each new transition) keeps its user stack in `sc_stacks`/`sc_sites`. Nothing is streamed per call.
+ * node" is counted in `sc_edges` with the call's time and error, and every `stack_every`-th call
+ * (and the first call of each new transition) keeps its user stack in `sc_stacks`/`sc_sites`.
+ * Nothing is streamed per call.
  *
  * With --no-time only sys_exit is attached (sc_exit_untimed), which halves the tracepoint cost;
  * the node comes from the registers saved at entry, still there at exit.
@@ -14,8 +15,8 @@
  * successful execve is (its exit runs in the new image), and a call whose entry was not seen (it
  * started before the thread was traced) is not.
  *
- * Targets: every process (`trace_all`), or the processes in `sc_targets` (by tgid), whose children join
- * at fork when `follow_children` is set. A thread's verdict is cached in its task storage together
+ * Targets: every process (`trace_all`), or the processes in `sc_targets` (by tgid), whose children
+ * join at fork when `follow_children` is set. A thread's verdict is cached in its task storage together
  * with `targets_gen`, which the loader bumps whenever it changes `sc_targets`.
  */
 #include "vmlinux.h"
