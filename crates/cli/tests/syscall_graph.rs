@@ -126,6 +126,13 @@ fn counts_equal_strace_on_the_pattern_workload() {
         u64_of(&report, "total_calls"),
         strace.values().map(|v| v.0).sum::<u64>()
     );
+    // --no-time counts with the sys_exit program alone (the first exit of a thread that just
+    // became traced is not counted, its entry came before): the same counts.
+    let mut untimed = vec!["--no-time"];
+    untimed.extend_from_slice(&args);
+    let report = json_report("patterns-counts-untimed", &untimed);
+    assert_same_counts(&report_counts(&report), &strace);
+    assert_eq!(u64_of(&report, "total_ns"), 0, "--no-time measured time");
 }
 
 #[test]
