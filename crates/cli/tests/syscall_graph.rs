@@ -122,6 +122,7 @@ fn counts_equal_strace_on_the_pattern_workload() {
     let report = json_report("patterns-counts", &args);
     assert_same_counts(&report_counts(&report), &strace);
     assert_eq!(strace["sendmsg"], (200, 0), "strace saw the workload");
+    assert_eq!(strace["rt_sigreturn"], (20, 0), "strace saw the signals");
     assert_eq!(
         u64_of(&report, "total_calls"),
         strace.values().map(|v| v.0).sum::<u64>()
@@ -133,6 +134,20 @@ fn counts_equal_strace_on_the_pattern_workload() {
     let report = json_report("patterns-counts-untimed", &untimed);
     assert_same_counts(&report_counts(&report), &strace);
     assert_eq!(u64_of(&report, "total_ns"), 0, "--no-time measured time");
+}
+
+/// strace -f counts until every traced process has exited: so does pkprof, for a child that
+/// outlives the command.
+#[test]
+#[ignore = "needs root and BPF"]
+fn counts_include_descendants_that_outlive_the_command() {
+    let argv = ["sh", "-c", "(sleep 0.3; /bin/true) & exit 0"];
+    let strace = strace_counts("outlive", &argv);
+    let mut args = vec!["--"];
+    args.extend_from_slice(&argv);
+    let report = json_report("outlive", &args);
+    assert_same_counts(&report_counts(&report), &strace);
+    assert_eq!(report_counts(&report)["execve"].0, 3, "sh, sleep and true");
 }
 
 #[test]
@@ -371,6 +386,26 @@ fn bad_input_is_one_line_and_non_zero() {
     assert!(!out.status.success());
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("no such command"), "{err}");
+
+    // An unwritable report path is an error before the command runs.
+    let marker = scratch("bad-output").join("ran");
+    let out = pkprof_syscalls(&[
+        "-o",
+        "/nonexistent/dir/report.txt",
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("cannot write the report"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        !marker.exists(),
+        "the command ran although the report could not be written"
+    );
 
     let out = pkprof_syscalls(&["-p", "4194303"]);
     let err = String::from_utf8_lossy(&out.stderr);

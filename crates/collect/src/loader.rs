@@ -108,6 +108,29 @@ fn libbpf_log(level: PrintLevel, msg: String) {
     }
 }
 
+/// Sends libbpf's messages to `tracing` (shown with -vv), never to the terminal directly, and
+/// remembers which program failed to load.
+pub(crate) fn route_libbpf_logs() {
+    libbpf_rs::set_print(Some((PrintLevel::Debug, libbpf_log)));
+}
+
+/// A failed skeleton load as one line, naming the program libbpf reported (else `object`).
+pub(crate) fn load_error(e: &libbpf_rs::Error, object: &str) -> CollectError {
+    let prog = LAST_FAILED_PROG
+        .lock()
+        .ok()
+        .and_then(|mut p| p.take())
+        .unwrap_or_else(|| object.into());
+    let reason = match e.kind() {
+        libbpf_rs::ErrorKind::PermissionDenied => format!("the verifier rejected it ({e})"),
+        _ if e.to_string().contains("Operation not permitted") => {
+            format!("{e}; is the kernel locked down, or are BPF capabilities missing?")
+        }
+        _ => e.to_string(),
+    };
+    CollectError::Load { prog, reason }
+}
+
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -134,7 +157,7 @@ impl Collector {
             .iter()
             .all(|(c, e)| index.has(c, e));
 
-        libbpf_rs::set_print(Some((PrintLevel::Debug, libbpf_log)));
+        route_libbpf_logs();
         // The skeleton borrows its object storage for as long as it lives; the collector lives
         // until the process exits, so the storage is leaked once per collector.
         let storage: &'static mut MaybeUninit<OpenObject> =
@@ -190,21 +213,7 @@ impl Collector {
         open.progs.on_sock_send_length.set_autoload(!tcp_sendmsg);
         open.progs.on_local_timer_entry.set_autoload(local_timer);
         open.progs.on_local_timer_exit.set_autoload(local_timer);
-        let skel = open.load().map_err(|e| {
-            let prog = LAST_FAILED_PROG
-                .lock()
-                .ok()
-                .and_then(|mut p| p.take())
-                .unwrap_or_else(|| "cpu_account".into());
-            let reason = match e.kind() {
-                libbpf_rs::ErrorKind::PermissionDenied => format!("the verifier rejected it ({e})"),
-                _ if e.to_string().contains("Operation not permitted") => {
-                    format!("{e}; is the kernel locked down, or are BPF capabilities missing?")
-                }
-                _ => e.to_string(),
-            };
-            CollectError::Load { prog, reason }
-        })?;
+        let skel = open.load().map_err(|e| load_error(&e, "cpu_account"))?;
 
         let stats_fd = if options.bpf_stats {
             // SAFETY: plain syscall wrapper; returns a new fd or a negative error.

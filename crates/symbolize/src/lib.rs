@@ -105,6 +105,13 @@ impl Symbolizer {
         }
     }
 
+    /// Forget what was captured for `pid` (it executed a new image): the next capture reads its
+    /// mappings again. Files already open stay cached for the addresses captured before.
+    pub fn forget(&mut self, pid: u32) {
+        self.processes.remove(&pid);
+        self.failed.remove(&pid);
+    }
+
     /// Register a process from a maps snapshot taken elsewhere (the text of a `/proc/PID/maps`),
     /// for replays and tests: files are opened by the paths written there and nothing is read
     /// from `/proc/PID`. Replaces what was captured for `pid`.

@@ -31,11 +31,21 @@ pub struct Lost {
     pub sites_full: u64,
     /// User stacks that could not be read.
     pub stacks_failed: u64,
+    /// Calls not counted because the kernel could not allocate a thread's state.
+    #[serde(default)]
+    pub threads_full: u64,
+    /// Child processes not followed because the kernel's target table was full.
+    #[serde(default)]
+    pub targets_full: u64,
 }
 
 impl Lost {
     pub fn is_empty(&self) -> bool {
-        self.transitions_full == 0 && self.sites_full == 0 && self.stacks_failed == 0
+        self.transitions_full == 0
+            && self.sites_full == 0
+            && self.stacks_failed == 0
+            && self.threads_full == 0
+            && self.targets_full == 0
     }
 }
 

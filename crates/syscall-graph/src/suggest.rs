@@ -6,9 +6,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Node;
 
-/// The ops pkprof's multi-call library can put in one batch.
-pub const MULTICALL_OPS: [&str; 10] = [
-    "read", "write", "pread", "pwrite", "openat", "close", "fsync", "statx", "sendmsg", "recvmsg",
+/// The calls pkprof's multi-call library can put in one batch, as its README lists them
+/// (fdatasync is its fsync op, `MC_FSYNC`, with the `MC_FSYNC_DATASYNC` flag).
+pub const MULTICALL_OPS: [&str; 11] = [
+    "read",
+    "write",
+    "pread",
+    "pwrite",
+    "openat",
+    "close",
+    "fsync",
+    "fdatasync",
+    "statx",
+    "sendmsg",
+    "recvmsg",
 ];
 
 /// How a cluster's calls connect.
@@ -89,6 +100,7 @@ fn multicall_op(name: &str) -> Option<(&'static str, Option<&'static str>)> {
         ),
         "close" => ("close", None),
         "fsync" => ("fsync", None),
+        "fdatasync" => ("fsync", Some("fdatasync as fsync with MC_FSYNC_DATASYNC")),
         "statx" => ("statx", None),
         "fstat" | "fstat64" => ("statx", Some("fstat as statx(fd, \"\", AT_EMPTY_PATH)")),
         "newfstatat" | "fstatat64" | "stat" | "lstat" | "stat64" | "lstat64" => {
@@ -420,6 +432,60 @@ mod tests {
         // An open at the end of a chain feeds nothing in the batch.
         assert!(!why(Shape::Chain, &["close", "openat"]).contains(note));
         assert!(!why(Shape::Chain, &["read", "close"]).contains(note));
+    }
+
+    #[test]
+    fn fdatasync_is_batched_as_fsync() {
+        use Kind::*;
+        use Shape::*;
+        let mc = Some("pkprof multi-call (io_uring)".to_string());
+        assert_eq!(
+            p(Chain, &["openat", "write", "fdatasync", "close"]),
+            (Multicall, mc.clone(), 3)
+        );
+        assert_eq!(p(Loop, &["write", "fdatasync"]), (Multicall, mc, 1));
+        let path: Vec<Node> = ["write", "fdatasync"]
+            .iter()
+            .map(|n| Node::new(0, *n))
+            .collect();
+        let s = plan(Shape::Loop, &path).suggestion;
+        assert!(s.unbatchable.is_empty(), "{s:?}");
+        assert!(
+            s.why.contains("fdatasync as fsync with MC_FSYNC_DATASYNC"),
+            "{}",
+            s.why
+        );
+    }
+
+    /// Every call `multicall_op` batches becomes an op the list names, and every name in the
+    /// list is batched as it is or as the op it names.
+    #[test]
+    fn multicall_ops_list_matches_the_mapping() {
+        for name in [
+            "read",
+            "write",
+            "pread64",
+            "pwrite64",
+            "open",
+            "creat",
+            "openat",
+            "close",
+            "fsync",
+            "fdatasync",
+            "statx",
+            "fstat",
+            "newfstatat",
+            "sendto",
+            "sendmsg",
+            "recvfrom",
+            "recvmsg",
+        ] {
+            let (op, _) = multicall_op(name).unwrap_or_else(|| panic!("{name} not batched"));
+            assert!(MULTICALL_OPS.contains(&op), "{name} -> {op} not listed");
+        }
+        for op in MULTICALL_OPS {
+            assert!(multicall_op(op).is_some(), "{op} listed but not batched");
+        }
     }
 
     #[test]

@@ -55,6 +55,7 @@ impl Script {
 /// `openat fstat (read write) x3 read close` (20 files, 180 calls), then openat failing twice.
 /// Reads are symbolized; writes are not (offsets in libc.so.6 and tar).
 /// Compressor: (futex write write) x10. Echo server: (poll recvfrom sendto) x30, then sendmsg x8.
+/// Every kind of loss is non-zero but `sites_full`.
 fn sample() -> Profile {
     let read_site = stack(&["__libc_read", "read_file", "dump_file", "main"]);
     let write_site = vec![
@@ -107,6 +108,8 @@ fn sample() -> Profile {
             transitions_full: 3,
             sites_full: 0,
             stacks_failed: 12,
+            threads_full: 4,
+            targets_full: 2,
         },
     }
 }
@@ -318,6 +321,8 @@ fn json_parses_back_with_documented_fields() {
     assert!(none["suggestion"]["replacement"].is_null());
     assert_eq!(v["lost"]["transitions_full"], 3);
     assert_eq!(v["lost"]["stacks_failed"], 12);
+    assert_eq!(v["lost"]["threads_full"], 4);
+    assert_eq!(v["lost"]["targets_full"], 2);
 
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md"))
         .expect("docs/json.md");
@@ -344,6 +349,58 @@ fn collect_keys(v: &serde_json::Value, keys: &mut std::collections::BTreeSet<Str
         serde_json::Value::Array(a) => a.iter().for_each(|v| collect_keys(v, keys)),
         _ => {}
     }
+}
+
+/// Every non-zero loss is in the text report and the DOT title; the JSON has all five.
+#[test]
+fn every_loss_is_reported() {
+    let lost = "Lost: 3 transitions (transition map full), 12 user stacks unreadable, 4 calls not \
+                counted (thread state could not be allocated), 2 child processes not followed \
+                (target table full)";
+    let a = analysis(&sample());
+    let t = render(&a, text::write);
+    assert!(t.contains(&format!("\n{lost}\n")), "{t}");
+    assert!(!t.contains("call-site samples"), "{t}");
+    let d = render(&a, dot::write);
+    assert!(d.contains(&format!("\\n{lost}\", labelloc=t")), "{d}");
+
+    let mut p = sample();
+    p.lost = Lost {
+        threads_full: 1,
+        targets_full: 1,
+        ..Lost::default()
+    };
+    let a = analysis(&p);
+    let t = render(&a, text::write);
+    assert!(
+        t.contains(
+            "\nLost: 1 call not counted (thread state could not be allocated), 1 child process \
+             not followed (target table full)\n"
+        ),
+        "{t}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&render(&a, json::write)).expect("JSON");
+    assert_eq!(
+        v["lost"],
+        serde_json::json!({
+            "transitions_full": 0,
+            "sites_full": 0,
+            "stacks_failed": 0,
+            "threads_full": 1,
+            "targets_full": 1,
+        })
+    );
+    // A report written before the two thread/target counts existed still reads back.
+    let old: Lost =
+        serde_json::from_str(r#"{"transitions_full": 1, "sites_full": 0, "stacks_failed": 0}"#)
+            .expect("old lost object");
+    assert_eq!(old.threads_full + old.targets_full, 0);
+    assert!(!old.is_empty());
+    assert!(!Lost {
+        targets_full: 1,
+        ..Lost::default()
+    }
+    .is_empty());
 }
 
 /// A profile with no calls still gives a valid report in every format.

@@ -27,6 +27,7 @@ use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
 pub use options::{parse_probe, RecordOptions, Target, DEFAULT_FREQUENCY_HZ, DEFAULT_OUTPUT};
 use session::{Session, StopReason, StopWhen};
+pub use target::check_pids;
 
 use crate::self_usage::own_cpu_ns;
 use crate::signals;

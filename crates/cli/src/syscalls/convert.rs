@@ -46,7 +46,8 @@ pub fn profile(
                 |f| Frame {
                     addr: f.offset,
                     symbol: f.symbolized.then(|| f.name.clone()),
-                    module: Some(f.module.clone()),
+                    // Outside every mapping there is no module: the frame shows its address.
+                    module: (f.module != "[unknown]").then(|| f.module.clone()),
                 },
             );
             frames.insert((pid, *addr), frame);
@@ -82,11 +83,7 @@ pub fn profile(
                     .collect();
                 // A caller outside every mapping means the frame-pointer walk went astray (a
                 // libc function using rbp as a register): it and what follows are not callers.
-                if let Some(bad) = resolved
-                    .iter()
-                    .skip(1)
-                    .position(|f| f.module.as_deref() == Some("[unknown]"))
-                {
+                if let Some(bad) = resolved.iter().skip(1).position(|f| f.module.is_none()) {
                     resolved.truncate(bad + 1);
                 }
                 CallSite {
@@ -114,6 +111,8 @@ pub fn profile(
             transitions_full: raw.lost.transitions_full,
             sites_full: raw.lost.sites_full,
             stacks_failed: raw.lost.stacks_failed,
+            threads_full: raw.lost.threads_full,
+            targets_full: raw.lost.targets_full,
         },
     }
 }

@@ -5,17 +5,20 @@
 //! hand-written fork/exec.
 
 use std::ffi::{CString, OsStr};
-use std::io;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-/// A command forked and held before its exec.
+/// A command forked and held before its exec. Dropped before [`Held::release`] (an error on the
+/// way), the child is killed and reaped: it never runs untraced, and never waits forever.
 pub struct Held {
     pub pid: u32,
-    gate: libc::c_int,
-    exec_error: libc::c_int,
+    gate: Option<File>,
+    exec_error: Option<File>,
     program: String,
 }
 
@@ -47,12 +50,13 @@ fn pipe() -> io::Result<[libc::c_int; 2]> {
     Ok(fds)
 }
 
-/// Forks the command; it waits for [`Held::release`] before its execve.
-pub fn fork_held(argv: &[String]) -> Result<Held> {
+/// Forks the command (`path`, resolved by [`resolve`]; `argv[0]` as given); it waits for
+/// [`Held::release`] before its execve.
+pub fn fork_held(path: &Path, argv: &[String]) -> Result<Held> {
     let Some(program) = argv.first() else {
         bail!("no command given after --");
     };
-    let path = cstring(resolve(program)?.as_os_str())?;
+    let path = cstring(path.as_os_str())?;
     let args = argv
         .iter()
         .map(|a| cstring(OsStr::new(a)))
@@ -70,6 +74,12 @@ pub fn fork_held(argv: &[String]) -> Result<Held> {
     if pid == 0 {
         // SAFETY: see above; every pointer is valid and NUL-terminated, the arrays null-ended.
         unsafe {
+            // Only the parent's ends may keep the pipes open: when pkprof goes away the read
+            // below sees end of file. pkprof's SIGINT/SIGTERM handlers are not the command's.
+            libc::close(gate[1]);
+            libc::close(errp[0]);
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
             let mut b = 0u8;
             loop {
                 let n = libc::read(gate[0], (&mut b as *mut u8).cast(), 1);
@@ -86,15 +96,19 @@ pub fn fork_held(argv: &[String]) -> Result<Held> {
             libc::_exit(127);
         }
     }
-    // SAFETY: closing our copies of the child's ends, which we own.
-    unsafe {
+    // SAFETY: the child's ends are closed here once; the parent's ends are fresh fds we own.
+    let (gate, exec_error) = unsafe {
         libc::close(gate[0]);
         libc::close(errp[1]);
-    }
+        (
+            File::from(OwnedFd::from_raw_fd(gate[1])),
+            File::from(OwnedFd::from_raw_fd(errp[0])),
+        )
+    };
     Ok(Held {
         pid: pid as u32,
-        gate: gate[1],
-        exec_error: errp[0],
+        gate: Some(gate),
+        exec_error: Some(exec_error),
         program: program.clone(),
     })
 }
@@ -128,32 +142,49 @@ impl Held {
     }
 
     /// Lets the command exec, and reports whether the exec worked.
-    pub fn release(self) -> Result<()> {
-        let one = 1u8;
-        // SAFETY: writes one byte from a valid local to a pipe we own, then reads at most 4 bytes
-        // into a valid local; both fds are ours and closed once.
-        unsafe {
-            libc::write(self.gate, (&one as *const u8).cast(), 1);
-            libc::close(self.gate);
-            let mut errno = 0i32;
-            let n = loop {
-                let n = libc::read(self.exec_error, (&mut errno as *mut i32).cast(), 4);
-                if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                    break n;
-                }
-            };
-            libc::close(self.exec_error);
-            if n == 4 {
-                let mut status = 0;
-                libc::waitpid(self.pid as i32, &mut status, 0);
-                bail!(
-                    "cannot run {}: {}",
-                    self.program,
-                    io::Error::from_raw_os_error(errno)
-                );
+    pub fn release(mut self) -> Result<()> {
+        let (Some(mut gate), Some(mut exec_error)) = (self.gate.take(), self.exec_error.take())
+        else {
+            bail!("cannot run {}: released twice", self.program);
+        };
+        gate.write_all(&[1])
+            .with_context(|| format!("cannot run {}: opening its start gate", self.program))?;
+        drop(gate);
+        // End of file: the exec closed the pipe (close-on-exec). Four bytes: its errno.
+        let mut errno = [0u8; 4];
+        let mut got = 0;
+        while got < 4 {
+            match exec_error.read(&mut errno[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => bail!("cannot run {}: {e}", self.program),
             }
         }
+        let pid = self.pid;
+        let program = std::mem::take(&mut self.program);
+        std::mem::forget(self); // released: the child is the command now, not ours to kill
+        if got == 4 {
+            let mut status = 0;
+            // SAFETY: reaps our own child, which exits right after reporting the error.
+            unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+            bail!(
+                "cannot run {program}: {}",
+                io::Error::from_raw_os_error(i32::from_ne_bytes(errno))
+            );
+        }
         Ok(())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // SAFETY: kills and reaps our own child, held before its exec.
+        unsafe {
+            libc::kill(self.pid as i32, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(self.pid as i32, &mut status, 0);
+        }
     }
 }
 
@@ -163,4 +194,13 @@ pub fn try_wait(pid: u32) -> Option<i32> {
     // SAFETY: status is a valid int; WNOHANG never blocks.
     let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
     (r == pid as i32 || r < 0).then_some(status)
+}
+
+/// The process a thread id belongs to (`Tgid:` of /proc/TID/status).
+pub fn tgid_of(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
 }

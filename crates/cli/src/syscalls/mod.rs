@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use pkprof_collect::syscall_graph::{SyscallGraphOptions, SyscallTracer};
+use pkprof_collect::syscall_graph::{ProcessEvent, SyscallGraphOptions, SyscallTracer};
 use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
 use crate::signals;
@@ -51,31 +51,27 @@ pub struct SyscallsOptions {
     pub timed: bool,
 }
 
-/// How often the run loop looks at the command, the PIDs, the clock and new processes.
+/// How long the run loop waits for process events before it looks at the clock and the targets.
 const POLL: Duration = Duration::from_millis(10);
-/// How often new processes get their mappings captured for symbolization: a process that lives
-/// shorter than this may have its call sites unsymbolized (raw addresses).
-const CAPTURE_EVERY: Duration = Duration::from_millis(10);
 
 pub fn run(opts: SyscallsOptions) -> Result<()> {
     signals::install();
-    let command = match &opts.target {
-        SyscallsTarget::Command(argv) => {
-            // A missing command is reported before anything is loaded.
-            launch::resolve(argv.first().map(String::as_str).unwrap_or_default())?;
-            Some(argv.clone())
-        }
+    // Everything the user gave is checked before anything is loaded.
+    let program = match &opts.target {
+        SyscallsTarget::Command(argv) => Some(launch::resolve(
+            argv.first().map(String::as_str).unwrap_or_default(),
+        )?),
         SyscallsTarget::Pids(pids) => {
-            for pid in pids {
-                anyhow::ensure!(
-                    std::path::Path::new(&format!("/proc/{pid}")).exists(),
-                    "no process with PID {pid}"
-                );
-            }
+            crate::record::check_pids(pids)?;
             None
         }
         SyscallsTarget::System => None,
     };
+    let mut output = opts
+        .output
+        .as_deref()
+        .map(PendingFile::create)
+        .transpose()?;
     let mut tracer = SyscallTracer::start(&SyscallGraphOptions {
         all: matches!(opts.target, SyscallsTarget::System),
         follow_children: true,
@@ -86,9 +82,9 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
     })?;
     let mut symbolizer = Symbolizer::new(SymbolizerOptions { lines: false });
     let started = Instant::now();
-    let child = match (&command, &opts.target) {
-        (Some(argv), _) => {
-            let held = launch::fork_held(argv)?;
+    let child = match (&opts.target, program) {
+        (SyscallsTarget::Command(argv), Some(program)) => {
+            let held = launch::fork_held(&program, argv)?;
             let pid = held.pid;
             held.wait_blocked()?;
             tracer
@@ -97,9 +93,10 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
             held.release()?;
             Some(pid)
         }
-        (None, SyscallsTarget::Pids(pids)) => {
+        (SyscallsTarget::Pids(pids), _) => {
             for &pid in pids {
-                tracer.add_target(pid)?;
+                // A thread id stands for its process: targets are processes.
+                tracer.add_target(launch::tgid_of(pid).unwrap_or(pid))?;
                 let _ = symbolizer.capture_process(pid);
             }
             None
@@ -107,38 +104,37 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
         _ => None,
     };
 
-    let mut last_capture = Instant::now();
     let mut exit_status = None;
     loop {
-        std::thread::sleep(POLL);
-        if last_capture.elapsed() >= CAPTURE_EVERY {
-            for pid in tracer.traced_pids() {
-                // A process that exited before its capture symbolizes as module+offset.
-                let _ = symbolizer.capture_process(pid);
-            }
-            last_capture = Instant::now();
-        }
-        if signals::stop_requested() {
-            break;
-        }
-        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
-        if let Some(pid) = child {
-            if let Some(status) = launch::try_wait(pid) {
-                exit_status = Some(status);
-                break;
+        // Processes are captured as they appear, so that they symbolize after they exit; a
+        // process that exits before its capture shows addresses only.
+        for event in tracer.poll_events(POLL)? {
+            match event {
+                ProcessEvent::NewThread { pid, .. } => {
+                    let _ = symbolizer.capture_process(pid);
+                }
+                ProcessEvent::Exec { pid } => {
+                    symbolizer.forget(pid);
+                    let _ = symbolizer.capture_process(pid);
+                }
             }
         }
-        if let SyscallsTarget::Pids(pids) = &opts.target {
-            if pids
-                .iter()
-                .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
-            {
+        if let Some(pid) = child.filter(|_| exit_status.is_none()) {
+            exit_status = launch::try_wait(pid);
+        }
+        if signals::stop_requested() || opts.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        // Like strace -f: until every traced process (children included) has exited.
+        if !matches!(opts.target, SyscallsTarget::System) && !tracer.targets_alive() {
+            if child.is_none() {
                 eprintln!("pkprof: every traced process has exited");
-                break;
             }
+            break;
         }
+    }
+    if let (Some(pid), None) = (child, exit_status) {
+        exit_status = launch::try_wait(pid);
     }
     let elapsed = started.elapsed();
     let raw = tracer.read()?;
@@ -156,45 +152,42 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
         SyscallsTarget::System => "system-wide".to_string(),
     };
     let profile = convert::profile(raw, &mut symbolizer, target, elapsed, opts.split_args);
+    // The report shows the losses too; stderr says them when the report goes to a file.
     let lost = &profile.lost;
     let mut parts = Vec::new();
-    if lost.transitions_full > 0 {
-        parts.push(format!(
-            "{} calls not counted (the transition table is full: raise --max-transitions)",
-            lost.transitions_full
-        ));
-    }
-    if lost.sites_full > 0 {
-        parts.push(format!(
-            "{} call-site samples (the site table is full)",
-            lost.sites_full
-        ));
-    }
-    if lost.stacks_failed > 0 {
-        parts.push(format!(
-            "{} user stacks that could not be read",
-            lost.stacks_failed
-        ));
-    }
-    if kernel_lost.threads_full > 0 {
-        parts.push(format!(
-            "{} calls of threads whose state could not be allocated",
-            kernel_lost.threads_full
-        ));
-    }
-    if kernel_lost.targets_full > 0 {
-        parts.push(format!(
-            "{} child processes not followed (the target table is full)",
-            kernel_lost.targets_full
-        ));
+    for (n, what) in [
+        (
+            lost.transitions_full,
+            "calls not counted (the transition table is full: raise --max-transitions)",
+        ),
+        (
+            lost.sites_full,
+            "call-site samples (the site table is full)",
+        ),
+        (lost.stacks_failed, "user stacks that could not be read"),
+        (
+            lost.threads_full,
+            "calls of threads whose state could not be allocated",
+        ),
+        (
+            lost.targets_full,
+            "child processes not followed (the target table is full)",
+        ),
+        (
+            kernel_lost.events_lost,
+            "new processes not announced (they may not be symbolized)",
+        ),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
     }
     if !parts.is_empty() {
         eprintln!("pkprof: lost: {}", parts.join("; "));
     }
     let report = render(&profile, &opts)?;
-    match &opts.output {
-        Some(path) => write_atomically(path, &report)
-            .with_context(|| format!("writing {}", path.display()))?,
+    match output.take() {
+        Some(file) => file.commit(&report)?,
         None => {
             let mut out = std::io::stdout().lock();
             // A closed pipe (| head) is not an error worth a message.
@@ -234,16 +227,40 @@ fn render(profile: &pkprof_syscall_graph::Profile, opts: &SyscallsOptions) -> Re
     Ok(out)
 }
 
-/// Writes to a temporary name beside `path`, then renames: a full disk leaves no half file.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("pkprof-tmp");
-    let result = std::fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    if let Err(e) = result.and_then(|_| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
+/// The report file, created under a temporary name before anything runs (an unwritable path is
+/// an error before the command starts) and renamed into place once written: a full disk leaves
+/// no half-written report.
+struct PendingFile {
+    file: std::fs::File,
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl PendingFile {
+    fn create(path: &std::path::Path) -> Result<PendingFile> {
+        let tmp = path.with_extension("pkprof-tmp");
+        let file = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+        Ok(PendingFile {
+            file,
+            tmp,
+            path: path.to_path_buf(),
+        })
     }
-    Ok(())
+
+    fn commit(mut self, bytes: &[u8]) -> Result<()> {
+        let written = self
+            .file
+            .write_all(bytes)
+            .and_then(|_| self.file.sync_all())
+            .and_then(|_| std::fs::rename(&self.tmp, &self.path));
+        written.with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        // Renamed already on success; otherwise (an error, a failed write) nothing is left behind.
+        let _ = std::fs::remove_file(&self.tmp);
+    }
 }

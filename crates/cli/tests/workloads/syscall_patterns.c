@@ -12,10 +12,12 @@
  *   stats   100 x (openat, fstat, read, close) of a small file -> one multi-call
  *   thread  a thread doing 50 getppid                          (per-thread graphs)
  *   child   a forked child doing 40 getpid, waited for         (strace -f)
+ *   signals 20 signals handled (each returns through rt_sigreturn)
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,13 +172,32 @@ static __attribute__((noinline)) void child(void)
 	waitpid(pid, NULL, 0);
 }
 
+static volatile sig_atomic_t handled;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	handled++;
+}
+
+static __attribute__((noinline)) void signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+
+	sigaction(SIGUSR1, &sa, NULL);
+	for (int i = 0; i < 20; i++)
+		kill(getpid(), SIGUSR1); /* delivered before kill returns to user space */
+	if (handled != 20)
+		die("signals");
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
 } patterns[] = {
 	{ "copy", copy_file }, { "writes", many_writes }, { "closes", many_closes },
 	{ "dgrams", datagrams }, { "polls", polls }, { "stats", stats },
-	{ "thread", thread }, { "child", child },
+	{ "thread", thread }, { "child", child }, { "signals", signals },
 };
 
 int main(int argc, char **argv)

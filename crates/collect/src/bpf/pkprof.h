@@ -352,6 +352,19 @@ struct pkprof_sc_comm {
 	char comm[PKPROF_COMM_LEN];
 };
 
+/* Ring record of `sc_events`: a process to capture for symbolization (user space polls these). */
+enum pkprof_sc_event_kind {
+	PKPROF_SC_NEW_THREAD = 1, /* a thread's first traced call */
+	PKPROF_SC_EXEC = 2,       /* a traced process has a new image */
+};
+
+struct pkprof_sc_event {
+	__u32 kind; /* enum pkprof_sc_event_kind */
+	__u32 pid;
+	__u32 tid;
+	__u32 pad;
+};
+
 /* Losses, one slot per CPU in `sc_lost`. */
 struct pkprof_sc_lost {
 	__u64 edges_full;   /* a new transition did not fit in sc_edges (raise --max-transitions) */
@@ -359,6 +372,7 @@ struct pkprof_sc_lost {
 	__u64 stacks_failed; /* bpf_get_stackid failed (no user stack, or the stack table is full) */
 	__u64 threads_full; /* no per-thread state could be allocated */
 	__u64 targets_full; /* a traced process's child did not fit in sc_targets */
+	__u64 events_lost;  /* sc_events was full: a process may not be symbolized */
 };
 
 #endif /* PKPROF_H */

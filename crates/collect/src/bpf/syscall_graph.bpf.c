@@ -37,6 +37,7 @@ const volatile __u32 stack_every = 64; /* 0: no stacks */
 const volatile __u32 self_pid = 0;      /* pkprof itself, never traced with `trace_all` */
 const volatile __u32 execve_nr = 0xffff;   /* this architecture's numbers: the command changes */
 const volatile __u32 execveat_nr = 0xffff;
+const volatile __u32 rt_sigreturn_nr = 0xffff; /* its saved number reads -1 at exit */
 
 /* Bumped by the loader after each change to sc_targets (starts at 1: fresh storage holds 0). */
 volatile __u32 targets_gen = 1;
@@ -110,6 +111,14 @@ struct {
 	__type(value, struct pkprof_sc_lost);
 } sc_lost SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} sc_events SEC(".maps");
+
+/* A ring buffer has no value type: this puts the record's type into BTF, and so into Rust. */
+struct pkprof_sc_event pkprof_sc_event_btf_anchor SEC(".data.btf_anchor");
+
 static __always_inline struct pkprof_sc_lost *lost(void)
 {
 	__u32 zero = 0;
@@ -117,12 +126,20 @@ static __always_inline struct pkprof_sc_lost *lost(void)
 	return bpf_map_lookup_elem(&sc_lost, &zero);
 }
 
-static __always_inline void note_comm(__u32 pid, __u32 tid)
+/* Records the thread's command and tells user space to capture the process's mappings. */
+static __always_inline void note_comm(__u32 pid, __u32 tid, __u32 kind)
 {
 	struct pkprof_sc_comm c = { .pid = pid };
+	struct pkprof_sc_event ev = { .kind = kind, .pid = pid, .tid = tid };
 
 	bpf_get_current_comm(c.comm, sizeof(c.comm));
 	bpf_map_update_elem(&sc_comms, &tid, &c, BPF_ANY);
+	if (bpf_ringbuf_output(&sc_events, &ev, sizeof(ev), 0)) {
+		struct pkprof_sc_lost *l = lost();
+
+		if (l)
+			l->events_lost++;
+	}
 }
 
 /* Whether a process is traced now. */
@@ -162,25 +179,26 @@ static __always_inline struct sc_thread *traced_thread(struct task_struct *task,
 		st->prev2 = PKPROF_SC_NONE;
 		st->until_sample = 1;
 		st->in_call = 0;
-		note_comm(id >> 32, (__u32)id);
+		note_comm(id >> 32, (__u32)id, PKPROF_SC_NEW_THREAD);
 	}
 	st->traced = traced;
 	return traced ? st : NULL;
 }
 
+/* Argument i of the call, read straight from the saved registers (a trusted tp_btf pointer). */
 static __always_inline __u64 syscall_arg(struct pt_regs *regs, __u8 i)
 {
 	switch (i) {
 	case 0:
-		return PT_REGS_PARM1_CORE_SYSCALL(regs);
+		return PT_REGS_PARM1_SYSCALL(regs);
 	case 1:
-		return PT_REGS_PARM2_CORE_SYSCALL(regs);
+		return PT_REGS_PARM2_SYSCALL(regs);
 	case 2:
-		return PT_REGS_PARM3_CORE_SYSCALL(regs);
+		return PT_REGS_PARM3_SYSCALL(regs);
 	case 3:
-		return PT_REGS_PARM4_CORE_SYSCALL(regs);
+		return PT_REGS_PARM4_SYSCALL(regs);
 	case 4:
-		return PT_REGS_PARM5_CORE_SYSCALL(regs);
+		return PT_REGS_PARM5_SYSCALL(regs);
 	default:
 		return 0;
 	}
@@ -243,7 +261,7 @@ static __always_inline __u64 leaf_return(struct pt_regs *regs)
 	__u64 words[LEAF_SCAN_WORDS] = {};
 	__u8 op;
 
-	if (bpf_probe_read_user(words, sizeof(words), (void *)PT_REGS_SP_CORE(regs)))
+	if (bpf_probe_read_user(words, sizeof(words), (void *)PT_REGS_SP(regs)))
 		return 0;
 	for (int i = 0; i < LEAF_SCAN_WORDS; i++) {
 		if (words[i] < 4096)
@@ -319,7 +337,7 @@ static __always_inline void count_call(void *ctx, struct pt_regs *regs, struct s
 		fresh = true;
 	}
 	if (ret >= 0 && ((to & 0xffff) == execve_nr || (to & 0xffff) == execveat_nr))
-		note_comm(key.pid, key.tid); /* a new command, and maybe a new thread id */
+		note_comm(key.pid, key.tid, PKPROF_SC_EXEC); /* a new image, maybe a new thread id */
 	if (stack_every && (fresh || --st->until_sample == 0)) {
 		st->until_sample = stack_every;
 		sample_site(ctx, regs, &key);
@@ -362,6 +380,7 @@ int BPF_PROG(sc_exit_untimed, struct pt_regs *regs, long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct sc_thread *st = traced_thread(bpf_get_current_task_btf(), id);
+	long nr;
 
 	if (!st)
 		return 0;
@@ -369,7 +388,21 @@ int BPF_PROG(sc_exit_untimed, struct pt_regs *regs, long ret)
 		st->in_call = 1; /* from now on every exit is of a call entered while traced */
 		return 0;
 	}
-	count_call(ctx, regs, st, id, node_of(regs, syscall_nr(regs)), 0, ret);
+	nr = syscall_nr(regs);
+	if (nr < 0)
+		nr = rt_sigreturn_nr; /* the only call that returns with its number cleared */
+	count_call(ctx, regs, st, id, node_of(regs, nr), 0, ret);
+	return 0;
+}
+
+/* A traced process is gone: it leaves the targets (user space stops when none is left). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sc_exit_process, struct task_struct *p, bool group_dead)
+{
+	__u32 pid = p->tgid;
+
+	if (group_dead && !trace_all)
+		bpf_map_delete_elem(&sc_targets, &pid);
 	return 0;
 }
 

@@ -5,23 +5,27 @@
 mod argspec;
 mod skel;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd};
+use std::rc::Rc;
+use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
 use skel::types::{
-    pkprof_sc_comm, pkprof_sc_edge, pkprof_sc_edge_key, pkprof_sc_lost, pkprof_sc_site_key,
+    pkprof_sc_comm, pkprof_sc_edge, pkprof_sc_edge_key, pkprof_sc_event, pkprof_sc_lost,
+    pkprof_sc_site_key,
 };
 use skel::{SyscallGraphSkel, SyscallGraphSkelBuilder};
 
 const NODE_FD: u64 = 1 << 16;
 const NODE_SIZE: u64 = 1 << 17;
 const NODE_NONE: u64 = u64::MAX;
+const EVENT_EXEC: u32 = 2; // PKPROF_SC_EXEC
 
 /// How `pkprof syscalls` collects.
 #[derive(Clone, Debug)]
@@ -73,6 +77,17 @@ pub struct SyscallGraphLost {
     pub stacks_failed: u64,
     pub threads_full: u64,
     pub targets_full: u64,
+    /// Process events the ring had no room for (such a process may not be symbolized).
+    pub events_lost: u64,
+}
+
+/// A process whose mappings should be captured now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessEvent {
+    /// A thread made its first traced call.
+    NewThread { pid: u32, tid: u32 },
+    /// A traced process executed a new image: what was captured before is stale.
+    Exec { pid: u32 },
 }
 
 /// Everything read at the end of a run.
@@ -88,7 +103,8 @@ pub struct RawSyscallGraph {
 pub struct SyscallTracer {
     skel: SyscallGraphSkel<'static>,
     _links: Vec<Link>,
-    targets_gen: u32,
+    events: RingBuffer<'static>,
+    inbox: Rc<RefCell<Vec<ProcessEvent>>>,
 }
 
 fn read_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> CollectError {
@@ -111,6 +127,7 @@ impl SyscallTracer {
             prog: "syscall_graph".into(),
             reason,
         };
+        crate::loader::route_libbpf_logs();
         // The skeleton borrows its object storage for as long as it lives: leaked once per run.
         let storage: &'static mut MaybeUninit<OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
@@ -125,6 +142,7 @@ impl SyscallTracer {
             ro.self_pid = std::process::id();
             ro.execve_nr = argspec::number("execve").unwrap_or(0xffff);
             ro.execveat_nr = argspec::number("execveat").unwrap_or(0xffff);
+            ro.rt_sigreturn_nr = argspec::number("rt_sigreturn").unwrap_or(0xffff);
         }
         open.maps
             .sc_edges
@@ -133,7 +151,9 @@ impl SyscallTracer {
         open.progs.sc_enter.set_autoload(options.timed);
         open.progs.sc_exit.set_autoload(options.timed);
         open.progs.sc_exit_untimed.set_autoload(!options.timed);
-        let skel = open.load().map_err(|e| load_err(e.to_string()))?;
+        let skel = open
+            .load()
+            .map_err(|e| crate::loader::load_error(&e, "syscall_graph"))?;
         for (nr, fd_arg, size_arg) in argspec::argspecs() {
             skel.maps
                 .sc_argspecs
@@ -152,11 +172,46 @@ impl SyscallTracer {
             })?;
             links.push(link);
         }
+        let inbox: Rc<RefCell<Vec<ProcessEvent>>> = Rc::default();
+        let sink = Rc::clone(&inbox);
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&skel.maps.sc_events, move |bytes: &[u8]| {
+                if let Ok(ev) = plain::from_bytes::<pkprof_sc_event>(bytes) {
+                    sink.borrow_mut().push(match ev.kind {
+                        EVENT_EXEC => ProcessEvent::Exec { pid: ev.pid },
+                        _ => ProcessEvent::NewThread {
+                            pid: ev.pid,
+                            tid: ev.tid,
+                        },
+                    });
+                }
+                0
+            })
+            .map_err(read_err("sc_events"))?;
+        let events = builder.build().map_err(read_err("sc_events"))?;
         Ok(SyscallTracer {
             skel,
             _links: links,
-            targets_gen: 1,
+            events,
+            inbox,
         })
+    }
+
+    /// Waits up to `timeout` for process events (new threads, execs), oldest first. A signal
+    /// (Ctrl-C) ends the wait early without an error.
+    pub fn poll_events(&self, timeout: Duration) -> Result<Vec<ProcessEvent>, CollectError> {
+        match self.events.poll(timeout) {
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+            other => other.map_err(read_err("sc_events"))?,
+        }
+        Ok(std::mem::take(&mut *self.inbox.borrow_mut()))
+    }
+
+    /// Whether any target process is still alive (targets leave the table when they exit; with
+    /// `all`, always true).
+    pub fn targets_alive(&self) -> bool {
+        self.skel.maps.sc_targets.keys().next().is_some()
     }
 
     /// Makes `pid` (all its threads) a target from its next syscall entry on.
@@ -167,7 +222,6 @@ impl SyscallTracer {
             .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
             .map_err(read_err("sc_targets"))?;
         // Threads cached a verdict under the old generation: they decide again at their next call.
-        self.targets_gen += 1;
         let data = self
             .skel
             .maps
@@ -177,7 +231,7 @@ impl SyscallTracer {
                 map: "data",
                 reason: "the object has no .data section".into(),
             })?;
-        data.targets_gen = self.targets_gen;
+        data.targets_gen += 1;
         Ok(())
     }
 
@@ -201,6 +255,7 @@ impl SyscallTracer {
             lost.stacks_failed += l.stacks_failed;
             lost.threads_full += l.threads_full;
             lost.targets_full += l.targets_full;
+            lost.events_lost += l.events_lost;
         }
         Ok(lost)
     }
@@ -289,19 +344,6 @@ impl SyscallTracer {
         })
     }
 
-    /// Processes seen making traced calls so far (to capture their mappings while they live).
-    pub fn traced_pids(&self) -> Vec<u32> {
-        let map = &self.skel.maps.sc_comms;
-        let mut pids: Vec<u32> = map
-            .keys()
-            .filter_map(|k| map.lookup(&k, MapFlags::ANY).ok().flatten())
-            .filter_map(|v| Some(u32::from_ne_bytes(v.get(..4)?.try_into().ok()?)))
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
-        pids
-    }
-
     /// A user stack from `sc_stacks`, leaf first, without the zero padding.
     fn stack(&self, id: u32) -> Result<Vec<u64>, CollectError> {
         let Some(v) = self
@@ -317,21 +359,6 @@ impl SyscallTracer {
             .map(|c| u64::from_ne_bytes(c.try_into().expect("chunks of 8")))
             .take_while(|&a| a != 0)
             .collect())
-    }
-
-    /// File descriptors and names of the loaded programs, for run-time statistics.
-    pub fn prog_fds(&self) -> Vec<(String, i32)> {
-        self.skel
-            .object()
-            .progs()
-            .filter(|p| p.autoload())
-            .map(|p| {
-                (
-                    p.name().to_string_lossy().into_owned(),
-                    p.as_fd().as_raw_fd(),
-                )
-            })
-            .collect()
     }
 }
 

@@ -15,3 +15,5 @@ unsafe impl plain::Plain for types::pkprof_sc_site_key {}
 unsafe impl plain::Plain for types::pkprof_sc_comm {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_sc_lost {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_sc_event {}

@@ -1,11 +1,12 @@
 //! The Graphviz report: one box per process holding its syscall graph (threads merged); nodes
 //! labelled with the syscall and its calls, edges with their weight, pen width growing with the
-//! logarithm of the weight, and the edges of the listed clusters drawn in red.
+//! logarithm of the weight, and the edges of the listed clusters drawn in red; what the collector
+//! lost is in the graph's title.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
-use crate::render::plural;
+use crate::render::{lost_parts, plural};
 use crate::{Analysis, Error};
 
 /// Edges and nodes of listed clusters that save crossings.
@@ -35,12 +36,15 @@ pub fn write(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
         .max()
         .unwrap_or(1);
 
+    let mut title = escape(&format!("pkprof syscalls: {}", a.target))
+        + "\\nred: clusters that save kernel crossings, orange: other listed clusters";
+    if !a.lost.is_empty() {
+        title += &format!("\\nLost: {}", escape(&lost_parts(&a.lost).join(", ")));
+    }
     writeln!(out, "digraph pkprof_syscalls {{")?;
     writeln!(
         out,
-        "  graph [label=\"{}\", labelloc=t, fontname=\"Helvetica\", rankdir=TB];",
-        escape(&format!("pkprof syscalls: {}", a.target))
-            + "\\nred: clusters that save kernel crossings, orange: other listed clusters"
+        "  graph [label=\"{title}\", labelloc=t, fontname=\"Helvetica\", rankdir=TB];"
     )?;
     writeln!(
         out,

@@ -6,6 +6,7 @@ pub mod json;
 pub mod text;
 
 use crate::clusters::Site;
+use crate::model::Lost;
 use crate::suggest::{Kind, Shape};
 
 /// How the kind reads in the text report.
@@ -57,4 +58,38 @@ pub(crate) fn plural(n: u64, what: &str) -> String {
         (_, false) => "s",
     };
     format!("{n} {what}{suffix}")
+}
+
+/// The non-zero counts of `lost`, one phrase each, in field order: what the text and DOT reports
+/// print after "Lost:".
+pub(crate) fn lost_parts(lost: &Lost) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut add = |n: u64, text: String| {
+        if n > 0 {
+            parts.push(text);
+        }
+    };
+    let n = lost.transitions_full;
+    add(n, format!("{n} transitions (transition map full)"));
+    let n = lost.sites_full;
+    add(n, format!("{n} call-site samples (site table full)"));
+    let n = lost.stacks_failed;
+    add(n, format!("{n} user stacks unreadable"));
+    let n = lost.threads_full;
+    add(
+        n,
+        format!(
+            "{} not counted (thread state could not be allocated)",
+            plural(n, "call")
+        ),
+    );
+    let n = lost.targets_full;
+    add(
+        n,
+        format!(
+            "{} not followed (target table full)",
+            plural(n, "child process")
+        ),
+    );
+    parts
 }

@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use crate::graph::Graph;
-use crate::render::{count_unit, kind_label, plural, shape_label, site_frames};
+use crate::render::{count_unit, kind_label, lost_parts, plural, shape_label, site_frames};
 use crate::{Analysis, Error};
 
 const RULE: &str = "------ ----------- ----------- --------- --------- ----------------";
@@ -56,16 +56,7 @@ pub fn write(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
     clusters(a, out)?;
     edges(a, out)?;
     if !a.lost.is_empty() {
-        let parts: Vec<String> = [
-            (a.lost.transitions_full, "transitions (transition map full)"),
-            (a.lost.sites_full, "call-site samples (site table full)"),
-            (a.lost.stacks_failed, "user stacks unreadable"),
-        ]
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
-        writeln!(out, "\nLost: {}", parts.join(", "))?;
+        writeln!(out, "\nLost: {}", lost_parts(&a.lost).join(", "))?;
     }
     Ok(())
 }
