@@ -75,11 +75,11 @@ pub fn fork_held(path: &Path, argv: &[String]) -> Result<Held> {
         // SAFETY: see above; every pointer is valid and NUL-terminated, the arrays null-ended.
         unsafe {
             // Only the parent's ends may keep the pipes open: when pkprof goes away the read
-            // below sees end of file. pkprof's SIGINT/SIGTERM handlers are not the command's.
+            // below sees end of file. pkprof's SIGINT/SIGTERM handlers are not the command's:
+            // it starts with what pkprof inherited (SIG_IGN in a background job), as under strace.
             libc::close(gate[1]);
             libc::close(errp[0]);
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            crate::signals::restore_inherited_in_child();
             let mut b = 0u8;
             loop {
                 let n = libc::read(gate[0], (&mut b as *mut u8).cast(), 1);
