@@ -29,7 +29,7 @@ RAW="$OUT/raw-syscalls.tsv"
 
 ns() { awk '/^ns_per_call/ {print $2}'; }
 plain() { "$STORM" "$CALLS" | ns; }
-counted() { "$PKPROF" syscalls "$@" -o "$OUT/storm.txt" -- "$STORM" "$CALLS" | ns; }
+counted() { "$PKPROF" syscalls "$@" -o "$OUT/storm.txt" -- "$STORM" "$CALLS" 2>>"$OUT/syscalls-bench.log" | ns; }
 perfstat() { perf stat -x, -o /dev/null -e "$1" -- "$STORM" "$CALLS" | ns; }
 
 MODES=(plain floor2 floor1 timed untimed nostack)
