@@ -359,7 +359,6 @@ static __always_inline int on_sys_enter_body(struct pt_regs *regs, long id)
 {
 	struct pkprof_cpu *c = this_cpu();
 	__u64 now = bpf_ktime_get_ns();
-	struct pkprof_syscall_stat *s;
 
 	if (!c)
 		return 0;
@@ -367,12 +366,6 @@ static __always_inline int on_sys_enter_body(struct pt_regs *regs, long id)
 	c->mode = PKPROF_MODE_SYS;
 	c->sys_enter_ns = now;
 	c->sys_nr = (__u32)id;
-	c->pending.syscalls++;
-	/* Counted at entry, as strace -c does: exit and exit_group never return. The process is
-	 * asked of the kernel: cur_pid lags behind a switch the kernel did not report. */
-	s = syscall_stat(c, bpf_get_current_pid_tgid() >> 32, (__u32)id);
-	if (s)
-		__sync_fetch_and_add(&s->count, 1);
 	return 0;
 }
 
@@ -386,7 +379,6 @@ static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
 {
 	struct pkprof_cpu *c = this_cpu();
 	__u64 now = bpf_ktime_get_ns();
-	struct pkprof_syscall_key key;
 	struct pkprof_syscall_stat *s;
 
 	if (!c)
@@ -395,10 +387,13 @@ static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
 	c->mode = PKPROF_MODE_USER;
 	if (!c->sys_enter_ns)
 		return 0;
-	key.pid = bpf_get_current_pid_tgid() >> 32;
-	key.nr = c->sys_nr;
-	s = bpf_map_lookup_elem(&syscalls, &key);
+	/* Counted when the call returns, as strace -c counts: exit and exit_group, which never
+	 * return, are not counted, a successful execve is. The process is asked of the kernel:
+	 * cur_pid lags behind a switch the kernel did not report. */
+	c->pending.syscalls++;
+	s = syscall_stat(c, bpf_get_current_pid_tgid() >> 32, c->sys_nr);
 	if (s) {
+		__sync_fetch_and_add(&s->count, 1);
 		__sync_fetch_and_add(&s->total_ns, now - c->sys_enter_ns);
 		if (ret < 0 && ret >= -4095)
 			__sync_fetch_and_add(&s->errors, 1);
