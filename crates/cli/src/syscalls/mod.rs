@@ -152,35 +152,16 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
         SyscallsTarget::System => "system-wide".to_string(),
     };
     let profile = convert::profile(raw, &mut symbolizer, target, elapsed, opts.split_args);
-    // The report shows the losses too; stderr says them when the report goes to a file.
-    let lost = &profile.lost;
-    let mut parts = Vec::new();
-    for (n, what) in [
-        (
-            lost.transitions_full,
-            "calls not counted (the transition table is full: raise --max-transitions)",
-        ),
-        (
-            lost.sites_full,
-            "call-site samples (the site table is full)",
-        ),
-        (lost.stacks_failed, "user stacks that could not be read"),
-        (
-            lost.threads_full,
-            "calls of threads whose state could not be allocated",
-        ),
-        (
-            lost.targets_full,
-            "child processes not followed (the target table is full)",
-        ),
-        (
-            kernel_lost.events_lost,
-            "new processes not announced (they may not be symbolized)",
-        ),
-    ] {
-        if n > 0 {
-            parts.push(format!("{n} {what}"));
-        }
+    // The report shows the losses too (in the same words); stderr says them with the remedy.
+    let mut parts = pkprof_syscall_graph::render::lost_parts(&profile.lost);
+    if profile.lost.transitions_full > 0 {
+        parts.push("raise --max-transitions".into());
+    }
+    if kernel_lost.events_lost > 0 {
+        parts.push(format!(
+            "{} new processes not announced (they may not be symbolized)",
+            kernel_lost.events_lost
+        ));
     }
     if !parts.is_empty() {
         eprintln!("pkprof: lost: {}", parts.join("; "));

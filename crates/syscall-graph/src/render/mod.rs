@@ -62,7 +62,7 @@ pub(crate) fn plural(n: u64, what: &str) -> String {
 
 /// The non-zero counts of `lost`, one phrase each, in field order: what the text and DOT reports
 /// print after "Lost:".
-pub(crate) fn lost_parts(lost: &Lost) -> Vec<String> {
+pub fn lost_parts(lost: &Lost) -> Vec<String> {
     let mut parts = Vec::new();
     let mut add = |n: u64, text: String| {
         if n > 0 {
