@@ -30,7 +30,7 @@ pub mod trace;
 
 use std::collections::BTreeMap;
 
-pub use clusters::{Cluster, Site};
+pub use clusters::{Cluster, ClusterGroup, Site};
 pub use graph::{Edge, Graph, NodeStats};
 pub use model::{Arg, CallSite, Frame, Lost, Node, Profile, Thread, Transition};
 pub use suggest::{Kind, Shape, Suggestion, MULTICALL_OPS};
@@ -110,7 +110,8 @@ pub struct Analysis {
     pub total: Graph,
     /// The whole profile by syscall name (no argument split): `strace -c`'s table.
     pub syscalls: Graph,
-    /// Every cluster of every thread, best first (`rank` 1, 2, ...).
+    /// Every cluster of every thread, best first (`rank` 1, 2, ...): the full list, one entry per
+    /// thread; the reports list them grouped (`top_groups`).
     pub clusters: Vec<Cluster>,
 }
 
@@ -180,9 +181,10 @@ impl Analysis {
         }
     }
 
-    /// The clusters the reports list, best first: the first `options.top` and, when none of
-    /// them is an epoll loop, the best epoll loop as well (it saves work per call, not crossings,
-    /// so it ranks low; listed after the others, with its own rank). Nothing when `top` is 0.
+    /// Per-thread clusters, best first: the first `options.top` and, when none of them is an
+    /// epoll loop, the best epoll loop as well (it saves work per call, not crossings, so it
+    /// ranks low; listed after the others, with its own rank). Nothing when `top` is 0. The
+    /// reports list `top_groups` instead.
     pub fn top_clusters(&self) -> Vec<&Cluster> {
         let top = self.clusters.len().min(self.options.top);
         let mut listed: Vec<&Cluster> = self.clusters[..top].iter().collect();
@@ -191,5 +193,31 @@ impl Analysis {
             listed.extend(self.clusters[top..].iter().find(is_epoll));
         }
         listed
+    }
+
+    /// Every cluster grouped across the threads and processes of one comm (same shape, path and
+    /// suggestion; see `clusters::ClusterGroup`), ranked on the summed crossings saved. A profile
+    /// whose clusters are all in different programs or on different paths has one group per
+    /// cluster, in the same order and with the same ranks.
+    pub fn cluster_groups(&self) -> Vec<ClusterGroup<'_>> {
+        clusters::group(&self.clusters, self.options.sites)
+    }
+
+    /// The groups the reports list, best first: the first `options.top` and, when none of them
+    /// is an epoll loop, the best epoll group as well (listed last, with its own rank). Nothing
+    /// when `top` is 0.
+    pub fn top_groups(&self) -> Vec<ClusterGroup<'_>> {
+        let mut groups = self.cluster_groups();
+        let top = groups.len().min(self.options.top);
+        let is_epoll = |g: &ClusterGroup| g.first().suggestion.kind == Kind::Epoll;
+        let epoll = if top > 0 && !groups[..top].iter().any(is_epoll) {
+            groups[top..].iter().position(is_epoll).map(|i| top + i)
+        } else {
+            None
+        };
+        let extra = epoll.map(|i| groups.swap_remove(i));
+        groups.truncate(top);
+        groups.extend(extra);
+        groups
     }
 }

@@ -52,6 +52,7 @@
 //! `search::grow_chain`).
 
 mod count;
+mod group;
 mod search;
 
 use std::cmp::Reverse;
@@ -64,6 +65,8 @@ use crate::model::{Frame, Node};
 use crate::suggest::{Kind, Shape, Suggestion};
 use crate::Options;
 use count::{edge_pairs, take_greedily, Candidate, Residual};
+pub(crate) use group::group;
+pub use group::ClusterGroup;
 use search::{Adjacency, Continuations};
 
 /// Heaviest edges a chain is grown from, per thread.

@@ -1,7 +1,8 @@
 //! The Graphviz report: one box per process holding its syscall graph (threads merged); nodes
 //! labelled with the syscall and its calls, edges with their weight, pen width growing with the
-//! logarithm of the weight, and the edges of the listed clusters drawn in red; what the collector
-//! lost is in the graph's title.
+//! logarithm of the weight, and the edges of the listed clusters (`Analysis::top_groups`, in
+//! every thread of a group, with the group's rank) drawn in red; what the collector lost is in
+//! the graph's title.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -19,13 +20,16 @@ pub fn write(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
     // (pid, from, to) of the listed clusters' edges -> their ranks, and whether one saves
     // crossings.
     let mut clustered: BTreeMap<(u32, String, String), (BTreeSet<usize>, bool)> = BTreeMap::new();
-    for c in a.top_clusters() {
-        for (from, to) in c.edges() {
-            let entry = clustered
-                .entry((c.pid, from.to_string(), to.to_string()))
-                .or_default();
-            entry.0.insert(c.rank);
-            entry.1 |= c.crossings_saved > 0;
+    // A group marks the edges of each of its members, with the group's rank.
+    for g in a.top_groups() {
+        for c in &g.members {
+            for (from, to) in c.edges() {
+                let entry = clustered
+                    .entry((c.pid, from.to_string(), to.to_string()))
+                    .or_default();
+                entry.0.insert(g.rank);
+                entry.1 |= g.crossings_saved > 0;
+            }
         }
     }
     let max = a

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::graph::Graph;
 use crate::model::Lost;
 use crate::suggest::{Shape, Suggestion};
-use crate::{Analysis, Error};
+use crate::{Analysis, ClusterGroup, Error};
 
 /// The value of `schema`; changes when a field changes meaning or goes away.
 pub const SCHEMA: &str = "pkprof-syscalls/1";
@@ -28,10 +28,14 @@ pub struct Report {
     pub processes: Vec<Process>,
     /// By pid, then tid.
     pub threads: Vec<Thread>,
-    /// The listed clusters, best first (`Analysis::top_clusters`).
+    /// The listed clusters, best first, grouped across the threads of one program
+    /// (`Analysis::top_groups`).
     pub clusters: Vec<Cluster>,
-    /// How many clusters were found in all, listed or not.
+    /// How many clusters were found in all, one per thread, listed or not.
     pub clusters_found: usize,
+    /// How many groups those make (absent in older reports: 0).
+    #[serde(default)]
+    pub groups_found: usize,
     pub lost: Lost,
 }
 
@@ -112,6 +116,25 @@ pub struct Cluster {
     pub thread_calls: u64,
     pub suggestion: Suggestion,
     pub sites: Vec<Site>,
+    /// Threads the cluster was found in (absent in older reports, which have one per entry: 0).
+    #[serde(default)]
+    pub threads: usize,
+    /// The per-thread clusters of the group, best first (absent in older reports: empty).
+    #[serde(default)]
+    pub members: Vec<Member>,
+}
+
+/// One thread's cluster in a group (`clusters[].members[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Its rank among all per-thread clusters.
+    pub rank: usize,
+    pub pid: u32,
+    pub tid: u32,
+    pub count: u64,
+    pub count_exact: bool,
+    pub crossings_saved: u64,
+    pub thread_calls: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -213,44 +236,60 @@ pub fn report(a: &Analysis) -> Report {
                     .collect(),
             })
             .collect(),
-        clusters: a
-            .top_clusters()
+        clusters: a.top_groups().iter().map(cluster).collect(),
+        clusters_found: a.clusters.len(),
+        groups_found: a.cluster_groups().len(),
+        lost: a.lost.clone(),
+    }
+}
+
+fn cluster(g: &ClusterGroup) -> Cluster {
+    let c = g.first();
+    Cluster {
+        rank: g.rank,
+        pid: c.pid,
+        tid: c.tid,
+        comm: c.comm.clone(),
+        shape: c.shape,
+        path: c.path.iter().map(|n| n.name.clone()).collect(),
+        nodes: c.path.iter().map(|n| n.to_string()).collect(),
+        count: g.count,
+        count_exact: g.count_exact,
+        crossings_saved: g.crossings_saved,
+        thread_calls: g.thread_calls,
+        suggestion: c.suggestion.clone(),
+        sites: g
+            .sites
             .iter()
-            .map(|c| Cluster {
-                rank: c.rank,
-                pid: c.pid,
-                tid: c.tid,
-                comm: c.comm.clone(),
-                shape: c.shape,
-                path: c.path.iter().map(|n| n.name.clone()).collect(),
-                nodes: c.path.iter().map(|n| n.to_string()).collect(),
-                count: c.count,
-                count_exact: c.count_exact,
-                crossings_saved: c.crossings_saved,
-                thread_calls: c.thread_calls,
-                suggestion: c.suggestion.clone(),
-                sites: c
-                    .sites
+            .map(|s| Site {
+                syscall: s.syscall.clone(),
+                count: s.count,
+                frames: s
+                    .frames
                     .iter()
-                    .map(|s| Site {
-                        syscall: s.syscall.clone(),
-                        count: s.count,
-                        frames: s
-                            .frames
-                            .iter()
-                            .map(|f| SiteFrame {
-                                addr: f.addr,
-                                symbol: f.symbol.clone(),
-                                module: f.module.clone(),
-                                text: f.describe(),
-                            })
-                            .collect(),
+                    .map(|f| SiteFrame {
+                        addr: f.addr,
+                        symbol: f.symbol.clone(),
+                        module: f.module.clone(),
+                        text: f.describe(),
                     })
                     .collect(),
             })
             .collect(),
-        clusters_found: a.clusters.len(),
-        lost: a.lost.clone(),
+        threads: g.threads(),
+        members: g
+            .members
+            .iter()
+            .map(|m| Member {
+                rank: m.rank,
+                pid: m.pid,
+                tid: m.tid,
+                count: m.count,
+                count_exact: m.count_exact,
+                crossings_saved: m.crossings_saved,
+                thread_calls: m.thread_calls,
+            })
+            .collect(),
     }
 }
 

@@ -1,13 +1,14 @@
 //! The text report: a `strace -c`-like table of syscalls (for all processes when there are
-//! several, then per process), the listed clusters (`Analysis::top_clusters`) with count ("at
-//! most N" when it is not exact), crossings saved, suggestion and call sites, the heaviest
+//! several, then per process), the listed clusters (`Analysis::top_groups`: one entry for the
+//! same cluster in several threads of one program, "in N threads ..." after its path) with count
+//! ("at most N" when it is not exact), crossings saved, suggestion and call sites, the heaviest
 //! transitions, and what the collector lost.
 
 use std::io::Write;
 
 use crate::graph::Graph;
 use crate::render::{count_unit, kind_label, lost_parts, plural, shape_label, site_frames};
-use crate::{Analysis, Error};
+use crate::{Analysis, ClusterGroup, Error};
 
 const RULE: &str = "------ ----------- ----------- --------- --------- ----------------";
 
@@ -111,7 +112,6 @@ fn row(
 }
 
 fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
-    let top = a.top_clusters();
     if a.clusters.is_empty() {
         writeln!(
             out,
@@ -120,6 +120,7 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
         )?;
         return Ok(());
     }
+    let top = a.top_groups();
     if top.is_empty() {
         return Ok(());
     }
@@ -128,35 +129,47 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
         Some(e) => format!(", and the best epoll loop, #{}", e.rank),
         None => String::new(),
     };
+    let groups = a.cluster_groups().len();
+    let grouped = if groups < a.clusters.len() {
+        format!(
+            "; {} per-thread clusters grouped by program and path",
+            a.clusters.len()
+        )
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "\nTop clusters by kernel crossings saved ({ranked} of {}{extra})",
-        a.clusters.len()
+        "\nTop clusters by kernel crossings saved ({ranked} of {groups}{extra}{grouped})"
     )?;
-    for c in top {
+    for g in top {
+        let c = g.first();
         writeln!(
             out,
-            "\n#{} {} {}  [pid {} tid {} ({})]",
-            c.rank,
+            "\n#{} {} {}  [{}]",
+            g.rank,
             shape_label(c.shape),
             c.path_label(),
-            c.pid,
-            c.tid,
-            c.comm
+            where_label(&g)
         )?;
-        let share = if c.thread_calls == 0 {
+        let share = if g.thread_calls == 0 {
             0.0
         } else {
-            100.0 * c.crossings_saved as f64 / c.thread_calls as f64
+            100.0 * g.crossings_saved as f64 / g.thread_calls as f64
+        };
+        let whose = if g.threads() == 1 {
+            "the thread's".to_string()
+        } else {
+            format!("the {} threads'", g.threads())
         };
         writeln!(
             out,
-            "    {}{} {}, {} crossings saved ({share:.1}% of the thread's {} calls)",
-            if c.count_exact { "" } else { "at most " },
-            c.count,
+            "    {}{} {}, {} crossings saved ({share:.1}% of {whose} {} calls)",
+            if g.count_exact { "" } else { "at most " },
+            g.count,
             count_unit(c.shape),
-            c.crossings_saved,
-            c.thread_calls
+            g.crossings_saved,
+            g.thread_calls
         )?;
         let s = &c.suggestion;
         writeln!(
@@ -166,11 +179,11 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
             s.replacement.as_deref().unwrap_or("-")
         )?;
         writeln!(out, "      {}", s.why)?;
-        if c.sites.is_empty() {
+        if g.sites.is_empty() {
             writeln!(out, "    call sites: none sampled")?;
         } else {
             writeln!(out, "    call sites (sampled):")?;
-            for site in &c.sites {
+            for site in &g.sites {
                 writeln!(
                     out,
                     "    {:>8}  {}  {}",
@@ -182,6 +195,35 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Ids listed before "..." in a group's note.
+const IDS_SHOWN: usize = 6;
+
+/// `pid 4242 tid 4243 (tar)` for one thread; `6 threads of pid 10 (srv): tids 10, 11, ...` or
+/// `8 threads in 8 processes of nginx: pids 10, 11, ...` for a group.
+fn where_label(g: &ClusterGroup) -> String {
+    let c = g.first();
+    if g.threads() == 1 {
+        return format!("pid {} tid {} ({})", c.pid, c.tid, c.comm);
+    }
+    let pids = g.pids();
+    let (head, ids) = if pids.len() == 1 {
+        let mut tids: Vec<u32> = g.members.iter().map(|m| m.tid).collect();
+        tids.sort_unstable();
+        (format!("of pid {} ({}): tids", c.pid, c.comm), tids)
+    } else {
+        let n = pids.len() as u64;
+        (
+            format!("in {} of {}: pids", plural(n, "process"), c.comm),
+            pids,
+        )
+    };
+    let mut list: Vec<String> = ids.iter().take(IDS_SHOWN).map(u32::to_string).collect();
+    if ids.len() > IDS_SHOWN {
+        list.push("...".into());
+    }
+    format!("in {} threads {head} {}", g.threads(), list.join(", "))
 }
 
 /// The heaviest transitions of each process's merged graph, over all processes.
