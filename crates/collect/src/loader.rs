@@ -172,6 +172,7 @@ impl Collector {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.split_modes = options.syscalls;
             ro.tag_expire_ns = options.tag_expire_ns;
+            ro.rt_sigreturn_nr = syscalls::Sysno::rt_sigreturn.id() as u32;
             if let Some(rec) = &options.record {
                 ro.record_mode = true;
                 ro.follow_children = rec.follow_children;

@@ -19,6 +19,7 @@
 #include "pkprof.h"
 
 #include "core.bpf.h"
+#include "syscall_regs.bpf.h"
 #include "record/links.bpf.h"
 #include "chains/tags.bpf.h"
 #include "chains/net_rx.bpf.h"
@@ -380,21 +381,26 @@ static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
 	struct pkprof_cpu *c = this_cpu();
 	__u64 now = bpf_ktime_get_ns();
 	struct pkprof_syscall_stat *s;
+	__u32 nr;
 
 	if (!c)
 		return 0;
 	charge(c, now);
 	c->mode = PKPROF_MODE_USER;
-	if (!c->sys_enter_ns)
-		return 0;
-	/* Counted when the call returns, as strace -c counts: exit and exit_group, which never
-	 * return, are not counted, a successful execve is. The process is asked of the kernel:
-	 * cur_pid lags behind a switch the kernel did not report. */
+	/*
+	 * Counted when the call returns, as strace -c counts: exit and exit_group, which never
+	 * return, are not counted, a successful execve is. The number comes from the saved
+	 * registers, not from this CPU's state, so a switch the kernel did not report loses no
+	 * count; only the time needs the entry seen on this CPU. The process is asked of the kernel:
+	 * cur_pid lags behind such a switch.
+	 */
+	nr = returning_syscall_nr(regs);
 	c->pending.syscalls++;
-	s = syscall_stat(c, bpf_get_current_pid_tgid() >> 32, c->sys_nr);
+	s = syscall_stat(c, bpf_get_current_pid_tgid() >> 32, nr);
 	if (s) {
 		__sync_fetch_and_add(&s->count, 1);
-		__sync_fetch_and_add(&s->total_ns, now - c->sys_enter_ns);
+		if (c->sys_enter_ns && c->sys_nr == nr)
+			__sync_fetch_and_add(&s->total_ns, now - c->sys_enter_ns);
 		if (ret < 0 && ret >= -4095)
 			__sync_fetch_and_add(&s->errors, 1);
 	}

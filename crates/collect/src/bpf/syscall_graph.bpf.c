@@ -24,6 +24,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "pkprof.h"
+#include "syscall_regs.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -37,7 +38,6 @@ const volatile __u32 stack_every = 64; /* 0: no stacks */
 const volatile __u32 self_pid = 0;      /* pkprof itself, never traced with `trace_all` */
 const volatile __u32 execve_nr = 0xffff;   /* this architecture's numbers: the command changes */
 const volatile __u32 execveat_nr = 0xffff;
-const volatile __u32 rt_sigreturn_nr = 0xffff; /* its saved number reads -1 at exit */
 
 /* Bumped by the loader after each change to sc_targets (starts at 1: fresh storage holds 0). */
 volatile __u32 targets_gen = 1;
@@ -358,18 +358,6 @@ int BPF_PROG(sc_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-/* This architecture's syscall number of a call, from its saved registers. */
-static __always_inline long syscall_nr(struct pt_regs *regs)
-{
-#if defined(__TARGET_ARCH_x86)
-	return regs->orig_ax;
-#elif defined(__TARGET_ARCH_arm64)
-	return regs->syscallno;
-#else
-#error "syscall_nr: unsupported architecture"
-#endif
-}
-
 /*
  * Without time (--no-time: only this program is attached, halving the tracepoint cost): the node
  * is taken from the saved registers at exit. A thread's first exit after it became traced is not
@@ -380,7 +368,6 @@ int BPF_PROG(sc_exit_untimed, struct pt_regs *regs, long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct sc_thread *st = traced_thread(bpf_get_current_task_btf(), id);
-	long nr;
 
 	if (!st)
 		return 0;
@@ -388,10 +375,7 @@ int BPF_PROG(sc_exit_untimed, struct pt_regs *regs, long ret)
 		st->in_call = 1; /* from now on every exit is of a call entered while traced */
 		return 0;
 	}
-	nr = syscall_nr(regs);
-	if (nr < 0)
-		nr = rt_sigreturn_nr; /* the only call that returns with its number cleared */
-	count_call(ctx, regs, st, id, node_of(regs, nr), 0, ret);
+	count_call(ctx, regs, st, id, node_of(regs, returning_syscall_nr(regs)), 0, ret);
 	return 0;
 }
 

@@ -142,7 +142,7 @@ impl SyscallTracer {
             ro.self_pid = std::process::id();
             ro.execve_nr = argspec::number("execve").unwrap_or(0xffff);
             ro.execveat_nr = argspec::number("execveat").unwrap_or(0xffff);
-            ro.rt_sigreturn_nr = argspec::number("rt_sigreturn").unwrap_or(0xffff);
+            ro.rt_sigreturn_nr = syscalls::Sysno::rt_sigreturn.id() as u32;
         }
         open.maps
             .sc_edges
