@@ -2,6 +2,7 @@
 //! turns any error into one line on stderr with a non-zero exit code.
 
 mod cli;
+mod output_file;
 mod record;
 mod report;
 mod self_usage;

@@ -15,10 +15,9 @@ mod summary;
 mod target;
 
 use std::io::Write;
-use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use pkprof_attribution::targets::CgroupTree;
 use pkprof_attribution::TargetSet;
 use pkprof_collect::{Collector, CollectorOptions, RecordConfig};
@@ -27,7 +26,9 @@ use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
 pub use options::{parse_probe, RecordOptions, Target, DEFAULT_FREQUENCY_HZ, DEFAULT_OUTPUT};
 use session::{Session, StopReason, StopWhen};
-pub use target::check_pids;
+
+use crate::output_file::OutputFile;
+pub use target::{check_pids, find_program};
 
 use crate::self_usage::own_cpu_ns;
 use crate::signals;
@@ -54,15 +55,7 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
         p.binary = target::resolve_binary(&p.binary)?;
     }
     let output = opts.output.clone();
-    let tmp = output.with_file_name(format!(
-        ".{}.tmp",
-        output
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    ));
-    let out_file = std::fs::File::create(&tmp)
-        .with_context(|| format!("cannot write the profile to {}", output.display()))?;
+    let out_file = OutputFile::create(&output, "profile")?;
 
     let collector_opts = CollectorOptions {
         syscalls: opts.syscalls,
@@ -77,9 +70,7 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
             probes: opts.probes.clone(),
         }),
     };
-    let mut collector = Collector::start(collector_opts).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })?;
+    let mut collector = Collector::start(collector_opts)?;
     signals::install();
     let start_unix = meta::unix_ns();
     let cpu_before = own_cpu_ns();
@@ -90,9 +81,7 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
             collector.add_target(me)?;
             let spawned = target::spawn(argv);
             collector.remove_target(me)?;
-            Some(spawned.inspect_err(|_| {
-                let _ = std::fs::remove_file(&tmp);
-            })?)
+            Some(spawned?)
         }
         _ => None,
     };
@@ -197,7 +186,7 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
         }
     }
     let profile = builder.finish();
-    write_atomically(&profile, out_file, &tmp, &output)?;
+    out_file.commit(|w| Ok(pkprof_profile::write_profile(&profile, w)?))?;
     let bytes = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
     print!(
         "{}",
@@ -210,25 +199,5 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
         )
     );
     let _ = std::io::stdout().flush();
-    Ok(())
-}
-
-/// Writes to the temporary file, syncs, and renames over the output: a full disk or a crash never
-/// leaves a truncated profile under the output name.
-fn write_atomically(
-    profile: &pkprof_profile::Profile,
-    file: std::fs::File,
-    tmp: &Path,
-    output: &Path,
-) -> Result<()> {
-    let fail = |e: &dyn std::fmt::Display| {
-        let _ = std::fs::remove_file(tmp);
-        anyhow!("cannot write the profile to {}: {e}", output.display())
-    };
-    let mut w = std::io::BufWriter::new(file);
-    pkprof_profile::write_profile(profile, &mut w).map_err(|e| fail(&e))?;
-    let file = w.into_inner().map_err(|e| fail(&e.into_error()))?;
-    file.sync_all().map_err(|e| fail(&e))?;
-    std::fs::rename(tmp, output).map_err(|e| fail(&e))?;
     Ok(())
 }

@@ -65,17 +65,21 @@ fn cgroup2_mounts() -> Vec<PathBuf> {
         .collect()
 }
 
+/// A program as exec would find it: a path (taken as given), or a bare name looked up in PATH.
+pub fn find_program(name: &Path) -> Option<PathBuf> {
+    if name.components().count() > 1 || name.is_absolute() {
+        return Some(name.to_path_buf());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
 /// The binary of a `--count` probe: a path, or a name looked up in PATH.
 pub fn resolve_binary(bin: &Path) -> Result<PathBuf> {
-    let found = if bin.components().count() > 1 || bin.is_absolute() {
-        Some(bin.to_path_buf())
-    } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(bin))
-                .find(|p| p.is_file())
-        })
-    };
+    let found = find_program(bin);
     let path =
         found.with_context(|| format!("--count: no binary {} (not in PATH)", bin.display()))?;
     std::fs::File::open(&path)

@@ -24,17 +24,9 @@ pub struct Held {
 
 /// The program as execve will be given it: a path, or the first match in PATH.
 pub fn resolve(program: &str) -> Result<PathBuf> {
-    let p = Path::new(program);
-    let found = if program.contains('/') {
-        p.is_file().then(|| p.to_path_buf())
-    } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(p))
-                .find(|c| c.is_file())
-        })
-    };
-    found.with_context(|| format!("cannot run {program}: no such command"))
+    crate::record::find_program(Path::new(program))
+        .filter(|p| p.is_file())
+        .with_context(|| format!("cannot run {program}: no such command"))
 }
 
 fn cstring(s: &OsStr) -> Result<CString> {

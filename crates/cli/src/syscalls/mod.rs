@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use pkprof_collect::syscall_graph::{ProcessEvent, SyscallGraphOptions, SyscallTracer};
 use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
+use crate::output_file::OutputFile;
 use crate::signals;
 
 /// What to trace.
@@ -70,7 +71,7 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
     let mut output = opts
         .output
         .as_deref()
-        .map(PendingFile::create)
+        .map(|p| OutputFile::create(p, "report"))
         .transpose()?;
     let mut tracer = SyscallTracer::start(&SyscallGraphOptions {
         all: matches!(opts.target, SyscallsTarget::System),
@@ -168,7 +169,7 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
     }
     let report = render(&profile, &opts)?;
     match output.take() {
-        Some(file) => file.commit(&report)?,
+        Some(file) => file.commit(|w| Ok(w.write_all(&report)?))?,
         None => {
             let mut out = std::io::stdout().lock();
             // A closed pipe (| head) is not an error worth a message.
@@ -206,42 +207,4 @@ fn render(profile: &pkprof_syscall_graph::Profile, opts: &SyscallsOptions) -> Re
     }
     .context("rendering the report")?;
     Ok(out)
-}
-
-/// The report file, created under a temporary name before anything runs (an unwritable path is
-/// an error before the command starts) and renamed into place once written: a full disk leaves
-/// no half-written report.
-struct PendingFile {
-    file: std::fs::File,
-    tmp: PathBuf,
-    path: PathBuf,
-}
-
-impl PendingFile {
-    fn create(path: &std::path::Path) -> Result<PendingFile> {
-        let tmp = path.with_extension("pkprof-tmp");
-        let file = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot write the report to {}", path.display()))?;
-        Ok(PendingFile {
-            file,
-            tmp,
-            path: path.to_path_buf(),
-        })
-    }
-
-    fn commit(mut self, bytes: &[u8]) -> Result<()> {
-        let written = self
-            .file
-            .write_all(bytes)
-            .and_then(|_| self.file.sync_all())
-            .and_then(|_| std::fs::rename(&self.tmp, &self.path));
-        written.with_context(|| format!("writing {}", self.path.display()))
-    }
-}
-
-impl Drop for PendingFile {
-    fn drop(&mut self) {
-        // Renamed already on success; otherwise (an error, a failed write) nothing is left behind.
-        let _ = std::fs::remove_file(&self.tmp);
-    }
 }

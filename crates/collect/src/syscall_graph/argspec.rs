@@ -66,11 +66,6 @@ pub fn argspecs() -> Vec<(u32, u8, u8)> {
         .collect()
 }
 
-/// This architecture's number for a syscall name (for the rodata the programs compare against).
-pub fn number(name: &str) -> Option<u32> {
-    syscalls::Sysno::from_str(name).ok().map(|s| s.id() as u32)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

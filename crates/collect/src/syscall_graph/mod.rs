@@ -140,8 +140,8 @@ impl SyscallTracer {
             ro.split_args = options.split_args;
             ro.stack_every = options.stack_every;
             ro.self_pid = std::process::id();
-            ro.execve_nr = argspec::number("execve").unwrap_or(0xffff);
-            ro.execveat_nr = argspec::number("execveat").unwrap_or(0xffff);
+            ro.execve_nr = syscalls::Sysno::execve.id() as u32;
+            ro.execveat_nr = syscalls::Sysno::execveat.id() as u32;
             ro.rt_sigreturn_nr = syscalls::Sysno::rt_sigreturn.id() as u32;
         }
         open.maps
