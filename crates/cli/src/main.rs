@@ -28,7 +28,7 @@ fn main() {
     if let Err(e) = result {
         // One line: the context chain joined (messages of other crates may span lines), never a
         // backtrace.
-        eprintln!("pkprof: {}", one_line(&format!("{e:#}")));
+        eprintln!("pkprof: {}", one_line(&chain_text(&e)));
         std::process::exit(1);
     }
 }
@@ -78,6 +78,26 @@ fn usage_error(e: clap::Error) -> ! {
         what.strip_prefix("error: ").unwrap_or(&what)
     );
     std::process::exit(2);
+}
+
+/// The causes of `e` joined with ": " as anyhow's `{:#}` does, but a cause whose text its parent's
+/// message already holds is said once. pkprof's own errors never both show and return their cause;
+/// this keeps an error of another crate that does from printing "X: X".
+fn chain_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    let mut parent = String::new();
+    for cause in e.chain() {
+        let msg = cause.to_string();
+        if !parent.is_empty() && parent.contains(&msg) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&msg);
+        parent = msg;
+    }
+    text
 }
 
 /// Joins the lines of a multi-line message (e.g. a regex syntax error with its caret diagram).

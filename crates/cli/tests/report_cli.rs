@@ -359,3 +359,35 @@ fn bad_selections_are_one_line_errors() {
         &["--user-only"],
     );
 }
+
+/// Every cause is said once: neither the error nor the line that prints its chain repeats it
+/// (they said "checksum mismatch: ...: checksum mismatch: ..." and "No such file or directory
+/// (os error 2): No such file or directory (os error 2)").
+#[test]
+fn each_cause_is_said_once() {
+    let dir = Scratch::new("once");
+    let good = save(&dir, "good.pkprof", &profile(1, true));
+    let bytes = std::fs::read(&good).unwrap();
+    let corrupt = dir.path("corrupt.pkprof");
+    let mut c = bytes.clone();
+    let last = c.len() - 1;
+    c[last] ^= 0xff;
+    std::fs::write(&corrupt, &c).unwrap();
+    let truncated = dir.path("truncated.pkprof");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let missing = dir.path("missing.pkprof");
+    let once = |line: &str, cause: &str| {
+        assert_eq!(line.matches(cause).count(), 1, "{cause:?} once: {line}");
+    };
+    let line = refused(&pkprof(&["report", arg(&corrupt)]), &["corrupt profile"]);
+    once(&line, "checksum mismatch");
+    let line = refused(&pkprof(&["report", arg(&truncated)]), &["truncated"]);
+    once(&line, "truncated profile");
+    let line = refused(&pkprof(&["report", arg(&missing)]), &["missing.pkprof"]);
+    once(&line, "No such file or directory");
+    let line = refused(&pkprof(&["diff", arg(&good), arg(&missing)]), &[]);
+    once(&line, "No such file or directory");
+    // A write error of a report: /dev/full takes the open and fails the write with ENOSPC.
+    let line = refused(&pkprof(&["report", arg(&good), "-o", "/dev/full"]), &[]);
+    once(&line, "No space left on device");
+}

@@ -23,6 +23,18 @@ fn read(bytes: &[u8]) -> Result<Profile, FormatError> {
 fn msg(e: &FormatError) -> String {
     let m = e.to_string();
     assert!(!m.contains('\n') && !m.is_empty(), "not one line: {m:?}");
+    // The message holds its cause; a chain printer (anyhow's `{:#}`) must not add it again.
+    let mut parent = m.clone();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        assert!(
+            !parent.contains(&text),
+            "{m:?} says its cause {text:?} twice"
+        );
+        parent = text;
+        cause = c.source();
+    }
     m
 }
 

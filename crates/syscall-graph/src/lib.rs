@@ -66,13 +66,26 @@ impl Default for Options {
     }
 }
 
-/// Errors of the report writers.
+/// Errors of the report writers. The message includes the cause, so `source()` does not return
+/// it too (a chain printer would say it twice): hence the hand-written `From`s, not `#[from]`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("writing the syscall report: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     #[error("encoding the syscall report as JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::Json(e)
+    }
 }
 
 /// One thread's syscall graph.
@@ -219,5 +232,24 @@ impl Analysis {
         groups.truncate(top);
         groups.extend(extra);
         groups
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::Error;
+
+    #[test]
+    fn the_cause_is_said_once() {
+        let io = Error::from(std::io::Error::other("disk on fire"));
+        let json = Error::from(serde_json::from_str::<u32>("x").unwrap_err());
+        for e in [io, json] {
+            // Shown in the message, so not returned again to a chain printer.
+            assert!(std::error::Error::source(&e).is_none(), "{e}");
+        }
+        assert_eq!(
+            Error::from(std::io::Error::other("disk on fire")).to_string(),
+            "writing the syscall report: disk on fire"
+        );
     }
 }

@@ -1,4 +1,9 @@
 //! Errors of reading and writing profile files: each displays as one line that names the problem.
+//!
+//! That line includes the cause (an I/O error, a [`Corruption`]), so no error here also returns
+//! its cause from `source()`: a printer of the whole chain (`{:#}` in anyhow) would say the cause
+//! twice. Hence the hand-written `From<Corruption>` below rather than thiserror's `#[from]`
+//! (which always makes the field a source), and an I/O field not named `source`.
 
 use std::io;
 use std::path::PathBuf;
@@ -22,16 +27,22 @@ pub enum FormatError {
     #[error("truncated profile (expected {expected} bytes, got {got})")]
     Truncated { expected: u64, got: u64 },
     #[error("corrupt profile ({0})")]
-    Corrupt(#[from] Corruption),
+    Corrupt(Corruption),
     /// `write_profile` was given a profile whose indices do not hold (a bug of its builder).
     #[error("cannot write an invalid profile ({0})")]
     InvalidProfile(Corruption),
-    #[error("I/O error{}: {source}", on_path(path))]
+    #[error("I/O error{}: {error}", on_path(path))]
     Io {
         /// The file, when the caller named one ([`super::load`], [`super::save`]).
         path: Option<PathBuf>,
-        source: io::Error,
+        error: io::Error,
     },
+}
+
+impl From<Corruption> for FormatError {
+    fn from(c: Corruption) -> Self {
+        FormatError::Corrupt(c)
+    }
 }
 
 /// What is wrong inside a file whose header could be read.
@@ -73,16 +84,16 @@ fn on_path(path: &Option<PathBuf>) -> String {
 }
 
 impl FormatError {
-    pub(crate) fn io(source: io::Error) -> Self {
-        FormatError::Io { path: None, source }
+    pub(crate) fn io(error: io::Error) -> Self {
+        FormatError::Io { path: None, error }
     }
 
     /// Attaches `path` to an I/O error that has none; other errors are returned unchanged.
     pub(crate) fn with_path(self, p: &std::path::Path) -> Self {
         match self {
-            FormatError::Io { path: None, source } => FormatError::Io {
+            FormatError::Io { path: None, error } => FormatError::Io {
                 path: Some(p.to_path_buf()),
-                source,
+                error,
             },
             e => e,
         }
