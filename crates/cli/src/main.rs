@@ -7,8 +7,10 @@ mod record;
 mod report;
 mod self_usage;
 mod signals;
+mod stdout;
 mod syscalls;
 mod top;
+mod workload;
 
 use clap::Parser;
 
@@ -18,18 +20,23 @@ fn main() {
         Err(e) => usage_error(e),
     };
     init_logging(args.verbose);
+    // The exit status: 0, or the status of the command record and syscalls ran.
     let result = match args.command {
-        cli::Command::Top(top) => top::run(top.into_options()),
+        cli::Command::Top(top) => top::run(top.into_options()).map(|()| 0),
         cli::Command::Record(rec) => record::run(rec.into_options()),
-        cli::Command::Report(rep) => report::run_report(rep.into_options()),
-        cli::Command::Diff(diff) => report::run_diff(diff.into_options()),
+        cli::Command::Report(rep) => report::run_report(rep.into_options()).map(|()| 0),
+        cli::Command::Diff(diff) => report::run_diff(diff.into_options()).map(|()| 0),
         cli::Command::Syscalls(sc) => syscalls::run(sc.into_options()),
     };
-    if let Err(e) = result {
-        // One line: the context chain joined (messages of other crates may span lines), never a
-        // backtrace.
-        eprintln!("pkprof: {}", one_line(&chain_text(&e)));
-        std::process::exit(1);
+    match result {
+        Ok(0) => {}
+        Ok(status) => std::process::exit(status),
+        Err(e) => {
+            // One line: the context chain joined (messages of other crates may span lines),
+            // never a backtrace.
+            eprintln!("pkprof: {}", one_line(&chain_text(&e)));
+            std::process::exit(1);
+        }
     }
 }
 

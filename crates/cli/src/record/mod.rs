@@ -14,7 +14,6 @@ mod session;
 mod summary;
 mod target;
 
-use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -32,8 +31,10 @@ pub use target::{check_pids, find_program};
 
 use crate::self_usage::own_cpu_ns;
 use crate::signals;
+use crate::workload::{Ended, Workload};
 
-pub fn run(mut opts: RecordOptions) -> Result<()> {
+/// Records; returns pkprof's exit status: the command's (see `workload`), 0 without one.
+pub fn run(mut opts: RecordOptions) -> Result<i32> {
     // Check everything the user gave before loading anything.
     let target_set = match &opts.target {
         Target::Pids(pids) => {
@@ -81,13 +82,14 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
             collector.add_target(me)?;
             let spawned = target::spawn(argv);
             collector.remove_target(me)?;
-            Some(spawned?)
+            // Reaped by pid from here on (std's Child is not waited for, nor killed on drop).
+            Some(Workload::new(spawned?.id(), &argv[0]))
         }
         _ => None,
     };
     let pids = match (&opts.target, &child) {
         (Target::Pids(p), _) => p.clone(),
-        (Target::Command(_), Some(c)) => vec![c.id()],
+        (Target::Command(_), Some(c)) => vec![c.pid()],
         _ => Vec::new(),
     };
     for pid in &pids {
@@ -119,22 +121,19 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
     let cpu_recording = own_cpu_ns().saturating_sub(cpu_before);
     drop(collector); // detach before symbolizing: our own work is not sampled
 
-    let exit_note = match recorded.stop {
-        StopReason::Duration => "duration reached".to_string(),
-        StopReason::Interrupted => "interrupted".to_string(),
-        StopReason::TargetsGone => "every target exited".to_string(),
-        StopReason::CommandExited => {
-            let status = child.as_mut().and_then(|c| c.wait().ok());
-            match status.and_then(|s| s.code()) {
-                Some(code) => format!("command exited with status {code}"),
-                None => "command ended by a signal".to_string(),
-            }
-        }
+    // Interrupted or out of time: the command is ended as perf record ends it (see `workload`).
+    let ended = child.as_mut().map(Workload::stop);
+    let why = match recorded.stop {
+        StopReason::Duration => "duration reached",
+        StopReason::Interrupted => "interrupted",
+        StopReason::TargetsGone => "every target exited",
+        StopReason::CommandExited => "",
     };
-    if let Some(c) = child.as_mut() {
-        // Interrupted or out of time: the command goes on; leave it be, as perf record does.
-        let _ = c.try_wait();
-    }
+    let exit_note = match ended {
+        Some(e) if why.is_empty() => format!("command {}", e.describe()),
+        Some(e) => format!("{why}; command {}", e.describe()),
+        None => why.to_string(),
+    };
 
     let meta = meta::build(meta::Inputs {
         opts: &opts,
@@ -186,18 +185,14 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
         }
     }
     let profile = builder.finish();
-    out_file.commit(|w| Ok(pkprof_profile::write_profile(&profile, w)?))?;
-    let bytes = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
-    print!(
-        "{}",
-        summary::render(
-            &profile,
-            &output.display().to_string(),
-            bytes,
-            opts.summary_rows,
-            &exit_note
-        )
+    let bytes = out_file.commit(|w| Ok(pkprof_profile::write_profile(&profile, w)?))?;
+    let text = summary::render(
+        &profile,
+        &output.display().to_string(),
+        bytes,
+        opts.summary_rows,
+        &exit_note,
     );
-    let _ = std::io::stdout().flush();
-    Ok(())
+    crate::stdout::write(text.as_bytes()).context("writing the summary")?;
+    Ok(ended.map_or(0, Ended::exit_code))
 }

@@ -43,7 +43,7 @@ pub struct Recorded {
 /// Stop conditions checked between polls.
 pub struct StopWhen<'a> {
     pub deadline: Option<Instant>,
-    pub child: Option<&'a mut std::process::Child>,
+    pub child: Option<&'a mut crate::workload::Workload>,
     pub pids: Vec<u32>,
 }
 
@@ -56,7 +56,7 @@ impl StopWhen<'_> {
             return Some(StopReason::Duration);
         }
         if let Some(child) = self.child.as_mut() {
-            if matches!(child.try_wait(), Ok(Some(_))) {
+            if child.try_wait().is_some() {
                 return Some(StopReason::CommandExited);
             }
         }

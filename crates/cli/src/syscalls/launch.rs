@@ -71,7 +71,7 @@ pub fn fork_held(path: &Path, argv: &[String]) -> Result<Held> {
             // it starts with what pkprof inherited (SIG_IGN in a background job), as under strace.
             libc::close(gate[1]);
             libc::close(errp[0]);
-            crate::signals::restore_inherited_in_child();
+            crate::signals::restore_inherited();
             let mut b = 0u8;
             loop {
                 let n = libc::read(gate[0], (&mut b as *mut u8).cast(), 1);
@@ -178,14 +178,6 @@ impl Drop for Held {
             libc::waitpid(self.pid as i32, &mut status, 0);
         }
     }
-}
-
-/// Exit status of a child if it has ended (reaped), without blocking.
-pub fn try_wait(pid: u32) -> Option<i32> {
-    let mut status = 0;
-    // SAFETY: status is a valid int; WNOHANG never blocks.
-    let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
-    (r == pid as i32 || r < 0).then_some(status)
 }
 
 /// The process a thread id belongs to (`Tgid:` of /proc/TID/status).

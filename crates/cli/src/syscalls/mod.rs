@@ -8,7 +8,6 @@
 mod convert;
 mod launch;
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -18,6 +17,7 @@ use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
 use crate::output_file::OutputFile;
 use crate::signals;
+use crate::workload::{Ended, Workload};
 
 /// What to trace.
 #[derive(Clone, Debug)]
@@ -55,7 +55,8 @@ pub struct SyscallsOptions {
 /// How long the run loop waits for process events before it looks at the clock and the targets.
 const POLL: Duration = Duration::from_millis(10);
 
-pub fn run(opts: SyscallsOptions) -> Result<()> {
+/// Traces and reports; returns pkprof's exit status: the command's (see `workload`), 0 without one.
+pub fn run(opts: SyscallsOptions) -> Result<i32> {
     signals::install();
     // Everything the user gave is checked before anything is loaded.
     let program = match &opts.target {
@@ -83,7 +84,7 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
     })?;
     let mut symbolizer = Symbolizer::new(SymbolizerOptions { lines: false });
     let started = Instant::now();
-    let child = match (&opts.target, program) {
+    let mut child = match (&opts.target, program) {
         (SyscallsTarget::Command(argv), Some(program)) => {
             let held = launch::fork_held(&program, argv)?;
             let pid = held.pid;
@@ -92,7 +93,7 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
                 .add_target(pid)
                 .context("making the command a target")?;
             held.release()?;
-            Some(pid)
+            Some(Workload::new(pid, &argv[0]))
         }
         (SyscallsTarget::Pids(pids), _) => {
             for &pid in pids {
@@ -105,7 +106,6 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
         _ => None,
     };
 
-    let mut exit_status = None;
     loop {
         // Processes are captured as they appear, so that they symbolize after they exit; a
         // process that exits before its capture shows addresses only.
@@ -120,8 +120,8 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
                 }
             }
         }
-        if let Some(pid) = child.filter(|_| exit_status.is_none()) {
-            exit_status = launch::try_wait(pid);
+        if let Some(w) = child.as_mut() {
+            w.try_wait(); // reaped as soon as it ends; the traced children may go on
         }
         if signals::stop_requested() || opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
@@ -134,12 +134,11 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
             break;
         }
     }
-    if let (Some(pid), None) = (child, exit_status) {
-        exit_status = launch::try_wait(pid);
-    }
     let elapsed = started.elapsed();
     let raw = tracer.read()?;
     drop(tracer);
+    // Interrupted or out of time: the command is ended as strace ends it (see `workload`).
+    let ended = child.as_mut().map(Workload::stop);
     let kernel_lost = raw.lost;
     let target = match &opts.target {
         SyscallsTarget::Command(argv) => format!("command: {}", argv.join(" ")),
@@ -169,27 +168,17 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
     }
     let report = render(&profile, &opts)?;
     match output.take() {
-        Some(file) => file.commit(|w| Ok(w.write_all(&report)?))?,
+        Some(file) => {
+            file.commit(|w| Ok(w.write_all(&report)?))?;
+        }
         None => {
-            let mut out = std::io::stdout().lock();
-            // A closed pipe (| head) is not an error worth a message.
-            let _ = out.write_all(&report).and_then(|_| out.flush());
+            crate::stdout::write(&report).context("writing the report to stdout")?;
         }
     }
-    if let Some(status) = exit_status {
-        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 0 {
-            eprintln!(
-                "pkprof: the command exited with status {}",
-                libc::WEXITSTATUS(status)
-            );
-        } else if libc::WIFSIGNALED(status) {
-            eprintln!(
-                "pkprof: the command was killed by signal {}",
-                libc::WTERMSIG(status)
-            );
-        }
+    if let Some(e) = ended.filter(|e| *e != Ended::Exited(0)) {
+        eprintln!("pkprof: command {}", e.describe());
     }
-    Ok(())
+    Ok(ended.map_or(0, Ended::exit_code))
 }
 
 fn render(profile: &pkprof_syscall_graph::Profile, opts: &SyscallsOptions) -> Result<Vec<u8>> {

@@ -1,6 +1,5 @@
 //! Batch output: text frames like `top -b`, or JSON lines, on stdout.
 
-use std::io::Write;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
@@ -11,7 +10,6 @@ use super::TopOptions;
 use crate::signals;
 
 pub fn run(opts: &TopOptions, frames: &Receiver<Arc<Frame>>) -> Result<()> {
-    let mut out = std::io::stdout().lock();
     let mut shown = 0u64;
     for frame in frames.iter() {
         let text = if opts.json {
@@ -19,9 +17,9 @@ pub fn run(opts: &TopOptions, frames: &Receiver<Arc<Frame>>) -> Result<()> {
         } else {
             pkprof_live::text::render(&frame, opts.max_rows) + "\n"
         };
-        out.write_all(text.as_bytes())
-            .and_then(|_| out.flush())
-            .context("writing to stdout")?;
+        if !crate::stdout::write(text.as_bytes()).context("writing to stdout")? {
+            break; // the reader closed the pipe (| head)
+        }
         shown += 1;
         if opts.iterations.is_some_and(|n| shown >= n) || signals::stop_requested() {
             break;
