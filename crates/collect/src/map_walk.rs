@@ -18,11 +18,11 @@ use crate::error::CollectError;
 /// Entries asked for per bpf() call at first.
 const BATCH: usize = 512;
 
+/// One entry's key and value bytes.
+pub(crate) type Entry = (Vec<u8>, Vec<u8>);
+
 /// Every (key, value) of the hash map `map`, named `name` in errors.
-pub(crate) fn entries<M: MapCore>(
-    map: &M,
-    name: &'static str,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, CollectError> {
+pub(crate) fn entries<M: MapCore>(map: &M, name: &'static str) -> Result<Vec<Entry>, CollectError> {
     let key_size = map.key_size() as usize;
     let value_size = map.value_size() as usize;
     let mut batch = BATCH;
@@ -36,7 +36,6 @@ pub(crate) fn entries<M: MapCore>(
         sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
         elem_flags: 0,
         flags: 0,
-        ..Default::default()
     };
     let mut out = Vec::new();
     loop {
