@@ -32,10 +32,13 @@ pub(crate) fn entries<M: MapCore>(map: &M, name: &'static str) -> Result<Vec<Ent
     let token_size = key_size.max(8);
     let mut position: Option<Vec<u8>> = None;
     let mut next = vec![0u8; token_size];
+    // Padding fields on some targets: the default fills them.
+    #[allow(clippy::needless_update)]
     let opts = libbpf_sys::bpf_map_batch_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
         elem_flags: 0,
         flags: 0,
+        ..Default::default()
     };
     let mut out = Vec::new();
     loop {
