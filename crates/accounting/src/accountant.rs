@@ -216,10 +216,13 @@ impl Accountant {
         snap.cpus
             .iter()
             .map(|c| {
-                let prev = self.prev_cpus.insert(c.cpu, *c).unwrap_or(CpuCounters {
+                let prev = self.prev_cpus.get(&c.cpu).copied().unwrap_or(CpuCounters {
                     cpu: c.cpu,
                     ..Default::default()
                 });
+                // Exported as counters: never lower than the last frame showed.
+                let c = &c.at_least(&prev);
+                self.prev_cpus.insert(c.cpu, *c);
                 let d = |now: u64, then: u64| now.saturating_sub(then);
                 let idle = d(c.idle_ns, prev.idle_ns);
                 let task = d(c.task_ns, prev.task_ns);

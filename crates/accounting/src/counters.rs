@@ -142,6 +142,31 @@ impl CpuCounters {
     pub fn total_ns(&self) -> u64 {
         self.idle_ns + self.task_ns + self.hardirq_ns + self.softirq_total_ns()
     }
+
+    /// Field-wise maximum with an earlier read of the same CPU, for the cumulative fields
+    /// (`in_flight_ns` is a level and stays as read). The kernel side moves the difference between
+    /// its slice and the scheduler's between task and idle time once a slice ends, so one of them
+    /// can read a little lower than before; a cumulative counter never shows that, it waits until
+    /// the figure catches up.
+    pub fn at_least(&self, earlier: &CpuCounters) -> CpuCounters {
+        let mut softirq_ns = self.softirq_ns;
+        for (s, e) in softirq_ns.iter_mut().zip(earlier.softirq_ns) {
+            *s = (*s).max(e);
+        }
+        CpuCounters {
+            cpu: self.cpu,
+            idle_ns: self.idle_ns.max(earlier.idle_ns),
+            task_ns: self.task_ns.max(earlier.task_ns),
+            hardirq_ns: self.hardirq_ns.max(earlier.hardirq_ns),
+            softirq_ns,
+            kernel_irq_ns: self.kernel_irq_ns.max(earlier.kernel_irq_ns),
+            orphan_wq_ns: self.orphan_wq_ns.max(earlier.orphan_wq_ns),
+            expired_ns: self.expired_ns.max(earlier.expired_ns),
+            expired_tags: self.expired_tags.max(earlier.expired_tags),
+            in_flight_ns: self.in_flight_ns,
+            missed_ns: self.missed_ns.max(earlier.missed_ns),
+        }
+    }
 }
 
 /// Events the collection could not account, summed over CPUs. Never dropped silently: every frame

@@ -291,3 +291,45 @@ fn buckets_add_up_to_wall_time_through_exits() {
     );
     check(&f);
 }
+
+/// The kernel side moves the difference between its slice and the scheduler's between task and
+/// idle time when a slice ends, so a CPU's idle (or task) time can read lower than the read
+/// before. Frames carry cumulative counters (exported to Prometheus as such): they never drop.
+#[test]
+fn cpu_totals_never_drop_when_a_slice_is_corrected() {
+    let cpu = |idle_ms: u64, task_ms: u64| CpuCounters {
+        cpu: 0,
+        idle_ns: idle_ms * MS,
+        task_ns: task_ms * MS,
+        ..CpuCounters::default()
+    };
+    let mut a = Accountant::new(false, Filter::default(), 0);
+    let mut totals = Vec::new();
+    // Idle estimated up to the read, then 0.2 ms of it handed to the task that ran; later the
+    // other way round.
+    for (at, idle, task) in [(1000, 600, 400), (2000, 1100, 900), (3000, 1500, 1500)] {
+        let mut s = snap(at, vec![]);
+        s.cpus = vec![cpu(idle, task)];
+        totals.push(a.update(&s, SelfUsage::default()).cpus[0].total);
+    }
+    let mut s = snap(3001, vec![]);
+    s.cpus = vec![CpuCounters {
+        idle_ns: 1500 * MS - 200_000,
+        task_ns: 1501 * MS + 200_000,
+        ..cpu(0, 0)
+    }];
+    totals.push(a.update(&s, SelfUsage::default()).cpus[0].total);
+    for w in totals.windows(2) {
+        assert!(
+            w[1].idle_ns >= w[0].idle_ns && w[1].task_ns >= w[0].task_ns,
+            "went back: {:?} -> {:?}",
+            w[0],
+            w[1]
+        );
+    }
+    // And it catches up: once the reads pass the last figure shown, they are shown as read.
+    let mut s = snap(4000, vec![]);
+    s.cpus = vec![cpu(1800, 2200)];
+    let f = a.update(&s, SelfUsage::default());
+    assert_eq!(f.cpus[0].total, cpu(1800, 2200));
+}

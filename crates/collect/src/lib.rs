@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod loader;
+mod map_walk;
 pub mod preflight;
 pub mod progstats;
 pub mod reader;

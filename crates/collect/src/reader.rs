@@ -13,6 +13,7 @@ use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSam
 
 use crate::error::CollectError;
 use crate::loader::{monotonic_ns, Collector};
+use crate::map_walk;
 use crate::progstats;
 use crate::skel::types::{
     pkprof_acc, pkprof_cpu, pkprof_held, pkprof_owner, pkprof_sock, pkprof_syscall_key,
@@ -21,9 +22,6 @@ use crate::skel::types::{
 
 /// Reads of the thread table tried for one without a context switch during it.
 const READ_TRIES: u32 = 3;
-
-/// Entries fetched per bpf() call when walking a hash map.
-const BATCH: u32 = 512;
 
 /// How long after its exit a thread's entry is kept before its final read.
 const EXIT_GRACE_NS: u64 = 100_000_000;
@@ -85,11 +83,15 @@ impl Collector {
         // into an entry already read: they would be missing from this read. The per-CPU switch
         // counts read before and after the walk tell; retry a few times for a consistent read
         // (under a switch storm the last try is used: at worst a slice shows one read late).
-        let (mut threads, mut finished, mut cpus);
+        let (mut threads, mut finished, mut cpus, mut now);
         let mut tries = 0;
         loop {
             let before = self.read_cpus()?;
             (threads, finished) = self.read_threads()?;
+            // The slices still running are counted up to `now`, taken before the registers are
+            // read: every CPU was then in the state read since its last event, so an estimate
+            // never runs ahead of what the next read finds flushed (a CPU counter never drops).
+            now = monotonic_ns();
             cpus = self.read_cpus()?;
             tries += 1;
             let quiet = before
@@ -104,7 +106,6 @@ impl Collector {
             // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
             let _ = self.skel.maps.threads.delete(&key);
         }
-        let now = monotonic_ns();
         let mut snap = Snapshot {
             mono_ns: now,
             unix_s: SystemTime::now()
@@ -145,9 +146,7 @@ impl Collector {
         let now = monotonic_ns();
         let mut out = Vec::new();
         let mut finished = Vec::new();
-        let entries = map
-            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
-            .map_err(read_err("threads"))?;
+        let entries = map_walk::entries(map, "threads")?;
         for (key, val) in entries {
             let mut t = pkprof_thread::default();
             plain::copy_from_bytes(&mut t, &val).map_err(|_| CollectError::Read {
@@ -297,9 +296,7 @@ impl Collector {
         let map = &self.skel.maps.socks;
         let mut held: u64 = 0;
         let mut gone = Vec::new();
-        let entries = map
-            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
-            .map_err(read_err("socks"))?;
+        let entries = map_walk::entries(map, "socks")?;
         for (key, val) in entries {
             let mut s = pkprof_sock::default();
             if plain::copy_from_bytes(&mut s, &val).is_err() {
@@ -331,9 +328,7 @@ impl Collector {
         let map = &self.skel.maps.skb_held;
         let mut held: u64 = 0;
         let mut gone = Vec::new();
-        let entries = map
-            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
-            .map_err(read_err("skb_held"))?;
+        let entries = map_walk::entries(map, "skb_held")?;
         for (key, val) in entries {
             let mut h = pkprof_held::default();
             if plain::copy_from_bytes(&mut h, &val).is_err() {
@@ -365,10 +360,7 @@ impl Collector {
             ("works", &self.skel.maps.works),
         ] {
             let mut gone = Vec::new();
-            for (key, val) in map
-                .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
-                .map_err(read_err(name))?
-            {
+            for (key, val) in map_walk::entries(map, name)? {
                 let mut o = pkprof_owner::default();
                 if plain::copy_from_bytes(&mut o, &val).is_err() {
                     return Err(CollectError::Read {
@@ -407,9 +399,7 @@ impl Collector {
         let mut out = Vec::new();
         // Deleted after the walk: deleting the key a hash-map walk stands on restarts the walk.
         let mut finished = Vec::new();
-        let entries = map
-            .lookup_batch(BATCH, MapFlags::ANY, MapFlags::ANY)
-            .map_err(read_err("syscalls"))?;
+        let entries = map_walk::entries(map, "syscalls")?;
         for (key, val) in entries {
             let mut k = pkprof_syscall_key::default();
             let mut s = pkprof_syscall_stat::default();

@@ -9,6 +9,10 @@
 //! holds everything else. A process's series counts from when it got its slot (from attach for
 //! those exported from the first refresh); what it used before stays in `other`, and what its
 //! series showed moves into `other` when it leaves. So the series always sum to the total.
+//!
+//! A label set that left the exposition is not used again for `RETIRE_S` seconds: it would come
+//! back lower (a process regaining a slot counts from then; a reused PID is another process), and
+//! Prometheus reads a lower value as a counter reset.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -18,21 +22,31 @@ use pkprof_accounting::{Counters, Frame, Row, CHAIN_NAMES, SOFTIRQ_NAMES};
 /// Refreshes without CPU after which an exported process may lose its slot to a busy one.
 const IDLE_FRAMES: u32 = 60;
 
+/// Seconds a label set that left the exposition stays unused (longer than the usual `rate()` and
+/// `resets()` ranges).
+const RETIRE_S: f64 = 600.0;
+
 #[derive(Default)]
 struct Member {
     /// Part of the process's total already counted in `other`.
     offset: Counters,
     exported: bool,
+    /// The `comm` label of its series while exported.
+    comm: String,
     idle_frames: u32,
     /// Shown (in `other`) by an earlier refresh.
     shown: bool,
 }
+
+/// Label sets (pid, comm) that left the exposition, with when (frame time, Unix seconds).
+type Retired = HashMap<(u32, String), f64>;
 
 pub struct Exposition {
     top_n: usize,
     members: HashMap<u32, Member>,
     /// Part of `other` no longer carried by a live unexported row.
     frozen: Counters,
+    retired: Retired,
     text: String,
 }
 
@@ -42,6 +56,7 @@ impl Exposition {
             top_n,
             members: HashMap::new(),
             frozen: Counters::default(),
+            retired: Retired::new(),
             text: String::from("# no frame yet\n"),
         }
     }
@@ -57,9 +72,25 @@ impl Exposition {
         m.offset = *total;
     }
 
+    /// Takes `m` out of the exposition: its series ends and its value moves into `other`.
+    fn unexport(
+        frozen: &mut Counters,
+        retired: &mut Retired,
+        id: u32,
+        m: &mut Member,
+        r: &Row,
+        now: f64,
+    ) {
+        Self::settle(frozen, m, &r.total);
+        m.exported = false;
+        retired.insert((id, std::mem::take(&mut m.comm)), now);
+    }
+
     /// Gives free (or idle) slots to the busiest rows without one.
     fn assign_slots(&mut self, frame: &Frame) {
         let id = |r: &Row| r.tid.unwrap_or(r.pid);
+        let now = frame.unix_s;
+        self.retired.retain(|_, at| now - *at < RETIRE_S);
         for r in &frame.rows {
             let m = self.members.entry(id(r)).or_default();
             m.idle_frames = if r.delta.cost_ns() == 0 {
@@ -67,11 +98,27 @@ impl Exposition {
             } else {
                 0
             };
+            // Renamed (exec): the old label set ends; the series goes on under the new one unless
+            // that one is retired.
+            if m.exported && m.comm != r.comm {
+                self.retired
+                    .insert((id(r), std::mem::take(&mut m.comm)), now);
+                if self.retired.contains_key(&(id(r), r.comm.clone())) {
+                    Self::settle(&mut self.frozen, m, &r.total);
+                    m.exported = false;
+                } else {
+                    m.comm = r.comm.clone();
+                }
+            }
         }
+        let mut exported = self.members.values().filter(|m| m.exported).count();
         let mut candidates: Vec<&Row> = frame
             .rows
             .iter()
-            .filter(|r| !self.members[&id(r)].exported)
+            .filter(|r| {
+                let m = &self.members[&id(r)];
+                !m.exported && !self.retired.contains_key(&(id(r), r.comm.clone()))
+            })
             .collect();
         candidates.sort_by(|a, b| {
             b.delta
@@ -80,7 +127,6 @@ impl Exposition {
                 .then(b.total.cost_ns().cmp(&a.total.cost_ns()))
                 .then(id(a).cmp(&id(b)))
         });
-        let mut exported = self.members.values().filter(|m| m.exported).count();
         for r in candidates {
             if exported >= self.top_n {
                 // A busy row may take the slot of an exported row idle for long enough.
@@ -94,8 +140,7 @@ impl Exposition {
                     break;
                 };
                 let m = self.members.get_mut(&id(idle)).expect("member of a row");
-                Self::settle(&mut self.frozen, m, &idle.total);
-                m.exported = false;
+                Self::unexport(&mut self.frozen, &mut self.retired, id(idle), m, idle, now);
                 exported -= 1;
             }
             let m = self.members.get_mut(&id(r)).expect("member of a row");
@@ -103,6 +148,7 @@ impl Exposition {
                 Self::settle(&mut self.frozen, m, &r.total);
             }
             m.exported = true;
+            m.comm = r.comm.clone();
             exported += 1;
         }
     }
@@ -200,7 +246,18 @@ impl Exposition {
         }
         for r in frame.rows.iter().filter(|r| r.exited) {
             if let Some(mut m) = self.members.remove(&id(r)) {
-                Self::settle(&mut self.frozen, &mut m, &r.total);
+                if m.exported {
+                    Self::unexport(
+                        &mut self.frozen,
+                        &mut self.retired,
+                        id(r),
+                        &mut m,
+                        r,
+                        frame.unix_s,
+                    );
+                } else {
+                    Self::settle(&mut self.frozen, &mut m, &r.total);
+                }
             }
         }
     }
@@ -319,5 +376,101 @@ mod tests {
             "busy pid 2 got the slot: {series:?}"
         );
         assert!(!series.iter().any(|(p, _)| p == "1"));
+    }
+
+    /// Every `pkprof_cpu_seconds_total` series (full label set) and its value.
+    fn all_series(text: &str) -> Vec<(String, f64)> {
+        text.lines()
+            .filter(|l| l.starts_with("pkprof_cpu_seconds_total{"))
+            .map(|l| {
+                let (k, v) = l.rsplit_once(' ').unwrap();
+                (k.to_string(), v.parse().unwrap())
+            })
+            .collect()
+    }
+
+    /// Feeds `frames` (each a list of rows, `exited` marking a process's last row) and checks what
+    /// Prometheus's `resets()` checks, across gaps too: no label set is ever seen lower than
+    /// before. Also checks that the `own` series add up to everything the processes ran.
+    fn assert_no_resets(top_n: usize, frames: Vec<Vec<Row>>) -> Vec<String> {
+        let mut e = Exposition::new(top_n);
+        let mut last: HashMap<String, f64> = HashMap::new();
+        let mut gone_ns = 0;
+        for (i, rows) in frames.into_iter().enumerate() {
+            let live: u64 = rows.iter().map(|r| r.total.task_ns).sum();
+            e.update(&Frame {
+                rows: rows.clone(),
+                unix_s: i as f64,
+                ..Frame::default()
+            });
+            for (k, v) in all_series(e.text()) {
+                if let Some(&was) = last.get(&k) {
+                    assert!(
+                        v >= was,
+                        "frame {i}: {k} went back {was} -> {v}\n{}",
+                        e.text()
+                    );
+                }
+                last.insert(k, v);
+            }
+            let sum: f64 = task_series(e.text()).iter().map(|(_, v)| v).sum();
+            let want = (live + gone_ns) as f64 / S as f64;
+            assert!(
+                (sum - want).abs() < 1e-6,
+                "frame {i}: series sum {sum}, ran {want}"
+            );
+            gone_ns += rows
+                .iter()
+                .filter(|r| r.exited)
+                .map(|r| r.total.task_ns)
+                .sum::<u64>();
+        }
+        let mut keys: Vec<String> = last.into_keys().collect();
+        keys.sort();
+        keys
+    }
+
+    fn exited(mut r: Row) -> Row {
+        r.exited = true;
+        r
+    }
+
+    /// A process that gave its slot up while idle and gets busy again: its series restarted from
+    /// zero under the same labels (a counter reset to Prometheus). It now stays in `other` (for
+    /// `RETIRE_S` at least).
+    #[test]
+    fn a_process_that_lost_its_slot_never_comes_back_lower() {
+        let mut frames = vec![vec![row(1, 10, 10), row(2, 5, 5)]];
+        // Process 1 idles while 2 is busy: 2 takes the slot, then idles in turn while 1 is busy.
+        for i in 0..=IDLE_FRAMES as u64 + 1 {
+            frames.push(vec![row(1, 10, 0), row(2, 6 + i, 1)]);
+        }
+        for i in 0..=IDLE_FRAMES as u64 + 1 {
+            frames.push(vec![
+                row(1, 11 + i, 1),
+                row(2, 6 + IDLE_FRAMES as u64 + 1, 0),
+            ]);
+        }
+        let keys = assert_no_resets(1, frames);
+        assert!(keys.iter().any(|k| k.contains("pid=\"2\"")), "{keys:?}");
+    }
+
+    /// A reused PID is another process with the same labels: its series would start lower.
+    #[test]
+    fn a_reused_pid_does_not_reuse_the_series_of_the_process_before() {
+        let sh = |total: u64, delta: u64| Row {
+            comm: "sh".into(),
+            ..row(7, total, delta)
+        };
+        let frames = vec![
+            vec![sh(20, 20), row(1, 1, 1)],
+            vec![sh(30, 10), row(1, 1, 0)],
+            vec![exited(sh(31, 1)), row(1, 1, 0)],
+            // A new sh got PID 7 again.
+            vec![sh(2, 2), row(1, 1, 0)],
+            vec![sh(4, 2), row(1, 1, 0)],
+            vec![sh(6, 2), row(1, 1, 0)],
+        ];
+        assert_no_resets(2, frames);
     }
 }
