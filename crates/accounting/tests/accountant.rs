@@ -28,6 +28,7 @@ fn thread(
         counters: c,
         kthread: false,
         exited,
+        target: false,
     }
 }
 
