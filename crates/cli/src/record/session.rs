@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage};
+use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage, Snapshot};
 use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, TargetSet};
 use pkprof_collect::record::ring::RecordEvent;
 use pkprof_collect::Collector;
@@ -87,14 +87,19 @@ pub struct Session<'a> {
     /// Every process known to have been a target (TargetSet::Kernel): the kernel's target set
     /// holds only those alive, so the ones seen in it, in thread entries and given are kept here.
     target_pids: HashSet<u32>,
-    /// Entries in the kernel's thread table at the last read.
-    threads_in_table: usize,
+    /// The kernel's thread table may fill up before the next read at the usual pace.
+    table_busy: bool,
+    /// When the accounting was last read, and the thread table's lost count then.
+    last_read: Instant,
+    last_thread_map_full: u64,
 }
 
 /// How often the exact accounting is read, and with it exited threads are freed from the kernel's
 /// thread table (a thread's entry is freed at the first read after its exit).
 const READ_EVERY: Duration = Duration::from_secs(1);
-/// ... when the table was half full at the last read, so that exits are freed before it fills.
+/// ... when the thread table would be half full by the next read at the usual pace (entries now,
+/// plus exits at the rate of the last interval), or has overflowed since the last read, so that
+/// exits are freed before it fills.
 const READ_EVERY_BUSY: Duration = Duration::from_millis(100);
 
 impl<'a> Session<'a> {
@@ -129,14 +134,20 @@ impl<'a> Session<'a> {
             accountant,
             captures: HashMap::new(),
             target_pids: pids.iter().copied().collect(),
-            threads_in_table: 0,
+            table_busy: false,
+            last_read: Instant::now(),
+            last_thread_map_full: 0,
         }
     }
 
     /// When to read the accounting next: sooner while the thread table is filling up.
     fn next_read(&self) -> Instant {
-        let busy = self.threads_in_table * 2 >= self.collector.max_threads() as usize;
-        Instant::now() + if busy { READ_EVERY_BUSY } else { READ_EVERY }
+        Instant::now()
+            + if self.table_busy {
+                READ_EVERY_BUSY
+            } else {
+                READ_EVERY
+            }
     }
 
     /// Runs until a stop condition holds; then drains what is left.
@@ -261,13 +272,25 @@ impl<'a> Session<'a> {
         self.rec.aggregate.add(stack, labels);
     }
 
+    /// Decides from a read whether the thread table needs reading sooner (see READ_EVERY_BUSY).
+    fn note_table_use(&mut self, snap: &Snapshot) {
+        let now = Instant::now();
+        let elapsed = now.duration_since(self.last_read).as_secs_f64().max(0.01);
+        let exits = snap.threads.iter().filter(|t| t.exited).count() as f64;
+        let expected = snap.threads.len() as f64 + exits * READ_EVERY.as_secs_f64() / elapsed;
+        self.table_busy = expected * 2.0 >= f64::from(self.collector.max_threads())
+            || snap.lost.thread_map_full > self.last_thread_map_full;
+        self.last_read = now;
+        self.last_thread_map_full = snap.lost.thread_map_full;
+    }
+
     /// Exact CPU time per process so far (exited processes keep their last totals).
     fn read_accounting(&mut self) -> Result<()> {
         let snap = self
             .collector
             .snapshot()
             .context("reading the accounting")?;
-        self.threads_in_table = snap.threads.len();
+        self.note_table_use(&snap);
         self.rec.untracked_target_ns = self
             .collector
             .untracked_target_ns()

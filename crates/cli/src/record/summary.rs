@@ -42,7 +42,7 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
     if t.untracked_ns > 0 {
         let _ = writeln!(
             out,
-            "           of which {:.1}% of all ran in threads the full thread table could not hold: OTHER unless a target's (raise --max-threads)",
+            "untracked: {:.1}% of all ran in threads the full thread table could not hold (in other, or processes for a target's; raise --max-threads)",
             pct(t.untracked_ns, t.total_ns)
         );
     }
