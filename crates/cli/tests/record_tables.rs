@@ -6,15 +6,18 @@
 //! table too small for the children alive together, and a thread table too small for the threads,
 //! must be counted and shown, and the time of threads without a table entry must not land in
 //! KERNEL. The exact share of the targets is checked against the kernel's own figure: the shell's
-//! `times` (its own and its waited-for children's user + system time, from getrusage).
+//! `times` (its own and its waited-for children's user + system time, from getrusage). `pkprof top`
+//! shares the accounting, and is checked for the full thread table too.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::*;
 use pkprof_profile::{Bucket, Profile};
+use serde_json::Value;
 
 /// Runs `pkprof record ARGS -- sh -c SCRIPT` to the end; returns the summary and the profile.
 fn record_sh(name: &str, args: &[&str], script: &str) -> (String, Profile) {
@@ -192,4 +195,61 @@ fn many_short_processes_keep_the_exact_share() {
     );
     let (_, p) = record_sh("short", &["--max-threads", "1024"], &script);
     assert_processes_match(&p, times_total_ns(&times));
+}
+
+/// User + system time of the reaped children of this test process (getrusage), in ns.
+fn children_cpu_ns() -> u64 {
+    // SAFETY: rusage is plain data that getrusage fills.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid, writable rusage.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) }, 0);
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    ns(u.ru_utime) + ns(u.ru_stime)
+}
+
+/// `pkprof top` shares the accounting: with a thread table of 2, a hog's time is untracked OTHER,
+/// not KERNEL, and the buckets still add up to wall time.
+#[test]
+#[ignore = "needs root and BPF"]
+fn top_puts_time_beyond_a_full_thread_table_in_other() {
+    let hog = build_workload("hot_split");
+    let mut top = Top::start(&["--max-threads", "2", "-d", "0.5"]);
+    let before = top.next_frame(Duration::from_secs(5)).expect("a frame");
+    let cpu_before = children_cpu_ns();
+    let mut p = Proc::spawn(cmd(&hog, &["1.5"]));
+    p.expect("calls", Duration::from_secs(20));
+    p.wait(Duration::from_secs(5));
+    let hog_ns = children_cpu_ns() - cpu_before;
+    // Two more frames: the hog's last slice is in the second at the latest.
+    top.next_frame(Duration::from_secs(5)).expect("a frame");
+    let after = top.next_frame(Duration::from_secs(5)).expect("a frame");
+    top.stop();
+    let b = |f: &Value, k: &str| u64_of(&f["buckets"], k);
+    let d = |k: &str| b(&after, k) - b(&before, k);
+    eprintln!(
+        "hog {:.3} s; since the first frame: untracked {:.3} s, other {:.3} s, kernel {:.3} s; lost {}",
+        hog_ns as f64 / 1e9,
+        d("untracked_ns") as f64 / 1e9,
+        d("other_ns") as f64 / 1e9,
+        d("kernel_ns") as f64 / 1e9,
+        after["lost"]
+    );
+    assert!(u64_of(&after["lost"], "thread_map_full") > 0);
+    assert!(d("untracked_ns") as f64 >= 0.95 * hog_ns as f64);
+    assert!(d("kernel_ns") < hog_ns / 2);
+    let parts: u64 = [
+        "idle_ns",
+        "processes_ns",
+        "other_ns",
+        "kernel_ns",
+        "in_flight_ns",
+    ]
+    .iter()
+    .map(|k| b(&after, k))
+    .sum();
+    assert!(
+        rel_err(parts, b(&after, "wall_ns")) < 0.001,
+        "{}",
+        after["buckets"]
+    );
 }
