@@ -152,10 +152,11 @@ impl Accountant {
         for c in &snap.cpus {
             b.wall_ns += c.total_ns();
             b.idle_ns += c.idle_ns;
-            b.kernel_ns += c.kernel_irq_ns + c.orphan_wq_ns;
+            b.kernel_ns += c.kernel_irq_ns + c.orphan_wq_ns + c.untracked_kernel_ns;
             b.in_flight_ns += c.in_flight_ns;
-            b.other_ns += c.missed_ns;
+            b.other_ns += c.missed_ns + c.untracked_ns;
             b.unreported_ns += c.missed_ns;
+            b.untracked_ns += c.untracked_ns;
         }
         b.kernel_ns += snap.swept_expired_ns;
         b.in_flight_ns += snap.sockets_pending_ns;

@@ -132,6 +132,11 @@ pub struct CpuCounters {
     /// Part of `task_ns` run by a thread whose switch-out the kernel never reported: charged to
     /// no thread (see `LostCounters::missed_switch`).
     pub missed_ns: u64,
+    /// Own task time of user threads that had no entry in the full thread table: charged to no
+    /// thread, OTHER (see `LostCounters::thread_map_full`).
+    pub untracked_ns: u64,
+    /// The same for kernel threads: KERNEL.
+    pub untracked_kernel_ns: u64,
 }
 
 impl CpuCounters {

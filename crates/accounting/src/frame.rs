@@ -93,15 +93,19 @@ pub struct Buckets {
     /// Cost (own + attributed) of the user processes shown (all, without a filter).
     pub processes_ns: u64,
     /// Cost of user processes outside the filter, and of threads pkprof could not follow (see
-    /// `unreported_ns`).
+    /// `unreported_ns` and `untracked_ns`).
     pub other_ns: u64,
-    /// Kernel threads' own time, interrupt work with no beneficiary, expired and orphaned tags.
+    /// Kernel threads' own time (with or without a thread entry), interrupt work with no
+    /// beneficiary, expired and orphaned tags.
     pub kernel_ns: u64,
     /// Tagged work not yet credited: receive time waiting for the socket's reader, open tags.
     pub in_flight_ns: u64,
     /// Part of `other_ns`: task time of threads whose switch-out the kernel never reported (seen
     /// for threads outside pkprof's PID namespace; see `lost.missed_switch`).
     pub unreported_ns: u64,
+    /// Part of `other_ns`: own time of user threads that found the thread table full (see
+    /// `lost.thread_map_full`; raise `--max-threads`).
+    pub untracked_ns: u64,
 }
 
 /// The tag life cycle's losses to KERNEL, cumulative since attach.

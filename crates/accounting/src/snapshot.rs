@@ -16,6 +16,8 @@ pub struct ThreadSample {
     pub kthread: bool,
     /// The thread has exited: this is its final read, it will not appear again.
     pub exited: bool,
+    /// record: the thread was forked into a target process (its process is a target).
+    pub target: bool,
 }
 
 /// Exact syscall count and time of one process for one syscall (syscall mode).

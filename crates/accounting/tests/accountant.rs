@@ -28,6 +28,7 @@ fn thread(
         counters: c,
         kthread: false,
         exited,
+        target: false,
     }
 }
 
@@ -332,4 +333,34 @@ fn cpu_totals_never_drop_when_a_slice_is_corrected() {
     s.cpus = vec![cpu(1800, 2200)];
     let f = a.update(&s, SelfUsage::default());
     assert_eq!(f.cpus[0].total, cpu(1800, 2200));
+}
+
+/// Time of threads that found the thread table full is in no row: a user thread's goes to OTHER
+/// (and is shown as untracked), a kernel thread's to KERNEL; the buckets still add up.
+#[test]
+fn untracked_time_goes_to_other_and_kernel_not_nowhere() {
+    let mut a = Accountant::new(false, Filter::default(), 0);
+    let cpu = CpuCounters {
+        cpu: 0,
+        idle_ns: 100 * MS,
+        task_ns: 900 * MS,
+        untracked_ns: 500 * MS,
+        untracked_kernel_ns: 100 * MS,
+        ..CpuCounters::default()
+    };
+    let s = Snapshot {
+        mono_ns: 1000 * MS,
+        threads: vec![thread(10, 10, "app", 300, 0, false)],
+        cpus: vec![cpu],
+        ..Snapshot::default()
+    };
+    let b = a.update(&s, SelfUsage::default()).buckets;
+    assert_eq!(b.processes_ns, 300 * MS);
+    assert_eq!(b.other_ns, 500 * MS);
+    assert_eq!(b.untracked_ns, 500 * MS);
+    assert_eq!(b.kernel_ns, 100 * MS);
+    assert_eq!(
+        b.idle_ns + b.processes_ns + b.other_ns + b.kernel_ns + b.in_flight_ns,
+        b.wall_ns
+    );
 }

@@ -167,6 +167,9 @@ pub struct RecordArgs {
     /// Capacity of the kernel's thread table.
     #[arg(long, default_value_t = 32768)]
     max_threads: u32,
+    /// Capacity of the kernel's set of target processes alive at once (-- CMD and its children).
+    #[arg(long, default_value_t = pkprof_collect::record::DEFAULT_MAX_TARGETS, value_parser = clap::value_parser!(u32).range(1..))]
+    max_targets: u32,
     /// Capacity of each attribution tag table.
     #[arg(long, default_value_t = 16384)]
     max_tags: u32,
@@ -223,6 +226,7 @@ impl RecordArgs {
             lines: self.lines,
             bpf_stats: !self.no_bpf_stats,
             max_threads: self.max_threads,
+            max_targets: self.max_targets,
             max_tags: self.max_tags,
             tag_expire: std::time::Duration::from_secs_f64(self.tag_expire),
             ring_mib: self.ring_mib,

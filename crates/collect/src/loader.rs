@@ -185,6 +185,10 @@ impl Collector {
                 .events
                 .set_max_entries(rec.ring_bytes)
                 .map_err(|e| load_err(e.to_string()))?;
+            open.maps
+                .targets
+                .set_max_entries(rec.max_targets)
+                .map_err(|e| load_err(e.to_string()))?;
         }
         let recording = options.record.is_some();
         let counting = options
@@ -192,6 +196,7 @@ impl Collector {
             .as_ref()
             .is_some_and(|r| !r.probes.is_empty());
         open.progs.on_sample.set_autoload(recording);
+        open.progs.on_target_free.set_autoload(recording);
         open.progs.on_func_entry.set_autoload(counting);
         for map in [
             &mut open.maps.socks,
@@ -262,6 +267,11 @@ impl Collector {
             cpus,
             swept_expired: (0, 0),
         })
+    }
+
+    /// Capacity of the kernel's thread table.
+    pub fn max_threads(&self) -> u32 {
+        self.options.max_threads
     }
 
     /// File descriptors and names of the loaded programs, for run-time statistics.

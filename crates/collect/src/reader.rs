@@ -167,6 +167,7 @@ impl Collector {
                 counters: thread_counters(&t),
                 kthread: t.kthread != 0,
                 exited,
+                target: t.target != 0,
             });
         }
         Ok((out, finished))
@@ -216,6 +217,8 @@ impl Collector {
             expired_tags: c.expired_tags,
             in_flight_ns: c.tag_ns + c.wq_ns,
             missed_ns: c.missed_ns,
+            untracked_ns: c.untracked_ns,
+            untracked_kernel_ns: c.untracked_kernel_ns,
         };
         if c.last_ns == 0 {
             return out; // no event on this CPU since attach
@@ -273,6 +276,7 @@ impl Collector {
                         .map(|s| is_kthread_stat(&s))
                         .unwrap_or(false),
                     exited: false,
+                    target: false,
                 }),
             }
         }

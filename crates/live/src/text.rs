@@ -63,6 +63,12 @@ pub fn buckets_line(frame: &Frame) -> String {
             p(b.unreported_ns)
         ));
     }
+    if b.untracked_ns > 0 {
+        line.push_str(&format!(
+            " (other: {:.2}% of threads the full thread table could not hold)",
+            p(b.untracked_ns)
+        ));
+    }
     if frame.tags.expired > 0 {
         line.push_str(&format!(
             "; {} expired tags ({:.3} s to KERNEL)",

@@ -85,6 +85,12 @@ pub struct Lost {
     pub maps_missing: u64,
     /// Missed kernel events that affect labels (BPF program recursion misses).
     pub bpf_missed_events: u64,
+    /// Threads that did not fit in the kernel's thread table (`record --max-threads`): their
+    /// exact time is in [`CpuTime::untracked_ns`], OTHER.
+    pub thread_table_full: u64,
+    /// Children of a target that did not fit in the kernel's target set (`record --max-targets`):
+    /// their own children were not followed.
+    pub target_table_full: u64,
 }
 
 /// What the recording itself cost.
@@ -108,6 +114,9 @@ pub struct CpuTime {
     pub processes_ns: u64,
     pub other_ns: u64,
     pub kernel_ns: u64,
+    /// Part of `other_ns` (or, for targets, of `processes_ns`): own time of threads that found
+    /// the kernel's thread table full (see [`Lost::thread_table_full`]).
+    pub untracked_ns: u64,
 }
 
 /// One symbolized frame (a function, or an address nobody could name).

@@ -224,6 +224,7 @@ fn synthetic_meta(samples: u64, seed: u64) -> Meta {
             processes_ns: 2 * duration,
             other_ns: duration,
             kernel_ns: duration,
+            ..CpuTime::default()
         },
         warnings: Vec::new(),
     }
@@ -351,6 +352,9 @@ pub fn rich() -> Profile {
                 held_expired: 4,
                 maps_missing: 5,
                 bpf_missed_events: u64::MAX,
+                // Added after version 1 of the golden file (read back as 0).
+                thread_table_full: 0,
+                target_table_full: 0,
             },
             overhead: Overhead {
                 pkprof_cpu_ns: 10,
@@ -364,6 +368,7 @@ pub fn rich() -> Profile {
                 processes_ns: 150,
                 other_ns: 100,
                 kernel_ns: 50,
+                untracked_ns: 0,
             },
             warnings: vec![
                 "cannot read /proc/42/maps: no such process ⚠".into(),

@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pkprof_accounting::Frame;
-use pkprof_collect::record::RingLost;
+use pkprof_collect::record::RecordLost;
 use pkprof_profile::{CpuTime, Lost, Meta, Overhead, TargetKind, Targets};
 
 use super::options::{RecordOptions, Target};
@@ -45,7 +45,7 @@ pub struct Inputs<'a> {
     /// The accounting's last frame (cumulative since attach).
     pub frame: &'a Frame,
     pub recorded: &'a Recorded,
-    pub ring_lost: RingLost,
+    pub record_lost: RecordLost,
     /// pkprof's own CPU time while recording.
     pub pkprof_cpu_ns: u64,
 }
@@ -66,12 +66,14 @@ pub fn build(i: Inputs<'_>) -> Meta {
         period_ns: 1_000_000_000 / i.opts.frequency_hz.max(1),
         targets: targets(&i.opts.target, i.pids),
         lost: Lost {
-            ring_buffer_full: i.ring_lost.samples + i.ring_lost.links,
+            ring_buffer_full: i.record_lost.samples + i.record_lost.links,
             kernel_stack_errors: rec.kstack_errors,
             user_stack_errors: rec.ustack_errors,
             held_expired: rec.held_expired,
             maps_missing: rec.maps_missing,
             bpf_missed_events: progs.iter().map(|p| p.recursion_misses).sum(),
+            thread_table_full: i.frame.lost.thread_map_full,
+            target_table_full: i.record_lost.targets,
         },
         overhead: Overhead {
             pkprof_cpu_ns: i.pkprof_cpu_ns,
@@ -100,12 +102,14 @@ fn targets(target: &Target, pids: &[u32]) -> Targets {
 }
 
 /// Exact CPU time by bucket: the accounting's buckets, with the user processes' share split
-/// between the targets and the others.
+/// between the targets and the others. Time of threads that found the thread table full is in no
+/// process: OTHER, but the part the kernel side knew to be a target's goes to the targets.
 fn cpu_time(frame: &Frame, rec: &Recorded) -> CpuTime {
     let targets_ns: u64 = (rec.processes.values())
         .filter(|p| p.target)
         .map(|p| p.task_ns + p.served_ns)
-        .sum();
+        .sum::<u64>()
+        + rec.untracked_target_ns.min(frame.buckets.untracked_ns);
     let b = &frame.buckets;
     let user_total = b.processes_ns + b.other_ns;
     let processes_ns = targets_ns.min(user_total);
@@ -118,5 +122,6 @@ fn cpu_time(frame: &Frame, rec: &Recorded) -> CpuTime {
         kernel_ns: b
             .wall_ns
             .saturating_sub(b.idle_ns + processes_ns + other_ns),
+        untracked_ns: b.untracked_ns,
     }
 }

@@ -68,6 +68,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             frequency_hz: opts.frequency_hz,
             ring_bytes: opts.ring_mib.next_power_of_two() << 20,
             follow_children: matches!(opts.target, Target::Command(_)),
+            max_targets: opts.max_targets,
             probes: opts.probes.clone(),
         }),
     };
@@ -112,10 +113,16 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             Vec::new()
         },
     };
-    let recorded =
-        Session::new(&mut collector, &mut symbolizer, target_set, opts.tag_expire).run(stop)?;
+    let recorded = Session::new(
+        &mut collector,
+        &mut symbolizer,
+        target_set,
+        &pids,
+        opts.tag_expire,
+    )
+    .run(stop)?;
     let end_unix = meta::unix_ns();
-    let ring_lost = collector.ring_lost()?;
+    let record_lost = collector.record_lost()?;
     let func_reads = collector.func_counts();
     let frame = recorded.last_frame.clone().unwrap_or_default();
     let cpu_recording = own_cpu_ns().saturating_sub(cpu_before);
@@ -142,7 +149,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         end_unix_ns: end_unix,
         frame: &frame,
         recorded: &recorded,
-        ring_lost,
+        record_lost,
         pkprof_cpu_ns: cpu_recording,
     });
     let mut builder = ProfileBuilder::new(meta);

@@ -35,6 +35,8 @@ pub struct RecordOptions {
     pub lines: bool,
     pub bpf_stats: bool,
     pub max_threads: u32,
+    /// Capacity of the kernel's set of target processes alive at once.
+    pub max_targets: u32,
     pub max_tags: u32,
     pub tag_expire: Duration,
     /// Ring buffer size in MiB.

@@ -3,12 +3,12 @@
 //! while it is alive, and reads the exact accounting once a second.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage};
+use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage, Snapshot};
 use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, TargetSet};
 use pkprof_collect::record::ring::RecordEvent;
 use pkprof_collect::Collector;
@@ -37,6 +37,8 @@ pub struct Recorded {
     pub kstack_errors: u64,
     pub ustack_errors: u64,
     pub maps_missing: u64,
+    /// Own time of target threads that found the thread table full, at the last read.
+    pub untracked_target_ns: u64,
     pub stop: StopReason,
 }
 
@@ -82,13 +84,31 @@ pub struct Session<'a> {
     /// Processes sampled so far and whether their maps were captured; the kernel side knows
     /// them all as captured (see `Collector::mark_captured`).
     captures: HashMap<u32, bool>,
+    /// Every process known to have been a target (TargetSet::Kernel): the kernel's target set
+    /// holds only those alive, so the ones seen in it, in thread entries and given are kept here.
+    target_pids: HashSet<u32>,
+    /// The kernel's thread table may fill up before the next read at the usual pace.
+    table_busy: bool,
+    /// When the accounting was last read, and the thread table's lost count then.
+    last_read: Instant,
+    last_thread_map_full: u64,
 }
 
+/// How often the exact accounting is read, and with it exited threads are freed from the kernel's
+/// thread table (a thread's entry is freed at the first read after its exit).
+const READ_EVERY: Duration = Duration::from_secs(1);
+/// ... when the thread table would be half full by the next read at the usual pace (entries now,
+/// plus exits at the rate of the last interval), or has overflowed since the last read, so that
+/// exits are freed before it fills.
+const READ_EVERY_BUSY: Duration = Duration::from_millis(100);
+
 impl<'a> Session<'a> {
+    /// `pids`: the targets given or started (TargetSet::Kernel).
     pub fn new(
         collector: &'a mut Collector,
         symbolizer: &'a mut Symbolizer,
         targets: TargetSet,
+        pids: &[u32],
         tag_expire: Duration,
     ) -> Self {
         let accountant = Accountant::new(false, Filter::default(), collector.attach_mono_ns);
@@ -108,11 +128,26 @@ impl<'a> Session<'a> {
                 kstack_errors: 0,
                 ustack_errors: 0,
                 maps_missing: 0,
+                untracked_target_ns: 0,
                 stop: StopReason::Duration,
             },
             accountant,
             captures: HashMap::new(),
+            target_pids: pids.iter().copied().collect(),
+            table_busy: false,
+            last_read: Instant::now(),
+            last_thread_map_full: 0,
         }
+    }
+
+    /// When to read the accounting next: sooner while the thread table is filling up.
+    fn next_read(&self) -> Instant {
+        Instant::now()
+            + if self.table_busy {
+                READ_EVERY_BUSY
+            } else {
+                READ_EVERY
+            }
     }
 
     /// Runs until a stop condition holds; then drains what is left.
@@ -123,14 +158,14 @@ impl<'a> Session<'a> {
             .collector
             .event_ring(move |ev| sink.borrow_mut().push(ev))
             .context("reading samples")?;
-        let mut next_read = Instant::now() + Duration::from_secs(1);
+        let mut next_read = self.next_read();
         let reason = loop {
             ring.poll(Duration::from_millis(50))?;
             let batch: Vec<_> = inbox.borrow_mut().drain(..).collect();
             self.handle(batch);
             if Instant::now() >= next_read {
-                next_read += Duration::from_secs(1);
                 self.read_accounting()?;
+                next_read = self.next_read();
                 let now = pkprof_collect::loader::monotonic_ns();
                 for (s, r) in self.holds.sweep(now) {
                     self.resolved(s, r);
@@ -237,12 +272,34 @@ impl<'a> Session<'a> {
         self.rec.aggregate.add(stack, labels);
     }
 
+    /// Decides from a read whether the thread table needs reading sooner (see READ_EVERY_BUSY).
+    fn note_table_use(&mut self, snap: &Snapshot) {
+        let now = Instant::now();
+        let elapsed = now.duration_since(self.last_read).as_secs_f64().max(0.01);
+        let exits = snap.threads.iter().filter(|t| t.exited).count() as f64;
+        let expected = snap.threads.len() as f64 + exits * READ_EVERY.as_secs_f64() / elapsed;
+        self.table_busy = expected * 2.0 >= f64::from(self.collector.max_threads())
+            || snap.lost.thread_map_full > self.last_thread_map_full;
+        self.last_read = now;
+        self.last_thread_map_full = snap.lost.thread_map_full;
+    }
+
     /// Exact CPU time per process so far (exited processes keep their last totals).
     fn read_accounting(&mut self) -> Result<()> {
         let snap = self
             .collector
             .snapshot()
             .context("reading the accounting")?;
+        self.note_table_use(&snap);
+        self.rec.untracked_target_ns = self
+            .collector
+            .untracked_target_ns()
+            .context("reading the accounting")?;
+        if let TargetSet::Kernel = self.targets {
+            self.target_pids.extend(self.collector.targets());
+            self.target_pids
+                .extend(snap.threads.iter().filter(|t| t.target).map(|t| t.pid));
+        }
         let frame = self.accountant.update(&snap, SelfUsage::default());
         for r in &frame.rows {
             let t = &r.total;
@@ -269,16 +326,9 @@ impl<'a> Session<'a> {
             if !r.kthread {
                 p.target = match &mut self.targets {
                     TargetSet::System => true,
-                    TargetSet::Kernel => p.target,
+                    TargetSet::Kernel => p.target || self.target_pids.contains(&r.pid),
                     TargetSet::Cgroup(tree) => p.target || tree.contains(r.cgroup_id),
                 };
-            }
-        }
-        if let TargetSet::Kernel = self.targets {
-            for pid in self.collector.targets() {
-                if let Some(p) = self.rec.processes.get_mut(&pid) {
-                    p.target = true;
-                }
             }
         }
         self.rec.last_frame = Some(frame);

@@ -39,6 +39,13 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
         pct(t.idle_ns, t.total_ns),
         pct(t.processes_ns, busy)
     );
+    if t.untracked_ns > 0 {
+        let _ = writeln!(
+            out,
+            "untracked: {:.1}% of all ran in threads the full thread table could not hold (in other, or processes for a target's; raise --max-threads)",
+            pct(t.untracked_ns, t.total_ns)
+        );
+    }
     let mut by_bucket: HashMap<Bucket, u64> = HashMap::new();
     for s in &p.samples {
         *by_bucket.entry(s.bucket).or_default() += s.count;
@@ -53,10 +60,26 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
         b(Bucket::Idle)
     );
     let l = &m.lost;
+    let hint = |n: u64, option: &str| {
+        if n > 0 {
+            format!(" (raise {option})")
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "lost:      ring buffer full {}; unreadable stacks {} kernel / {} user; held samples expired {}; without maps {}; missed BPF events {}",
-        l.ring_buffer_full, l.kernel_stack_errors, l.user_stack_errors, l.held_expired, l.maps_missing, l.bpf_missed_events
+        "lost:      ring buffer full {}; unreadable stacks {} kernel / {} user; held samples expired {}; without maps {}; missed BPF events {}; thread table full {}{}; target table full {}{}",
+        l.ring_buffer_full,
+        l.kernel_stack_errors,
+        l.user_stack_errors,
+        l.held_expired,
+        l.maps_missing,
+        l.bpf_missed_events,
+        l.thread_table_full,
+        hint(l.thread_table_full, "--max-threads"),
+        l.target_table_full,
+        hint(l.target_table_full, "--max-targets"),
     );
     let o = &m.overhead;
     let _ = writeln!(

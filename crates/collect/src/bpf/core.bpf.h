@@ -7,6 +7,7 @@
 #ifndef PKPROF_CORE_BPF_H
 #define PKPROF_CORE_BPF_H
 
+#define PF_EXITING 0x00000004
 #define PF_KTHREAD 0x00200000
 #define PF_WQ_WORKER 0x00000020
 #define NET_RX_SOFTIRQ 3
@@ -284,6 +285,10 @@ static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, 
 	/* Later moves are followed by the cgroup_attach_task program. */
 	fresh.cgroup_id = bpf_get_current_cgroup_id();
 	fresh.kthread = !!(t->flags & PF_KTHREAD);
+	/* A dying thread switched out after user space freed its entry (it ran late in its exit
+	 * path): the new entry is stamped too, or it would never be freed. */
+	if (t->flags & PF_EXITING)
+		fresh.exit_ns = now;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), t->comm);
 	err = bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST: created meanwhile on another CPU */) {

@@ -83,6 +83,26 @@ static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct 
 	}
 }
 
+/*
+ * prev has no thread entry (the table is full, counted in lost.thread_map_full): its own time of
+ * this slice goes to the CPU's untracked counters, OTHER or KERNEL, rather than nowhere (which
+ * would leave it to the remainder, KERNEL). Work items it ran for others are credited to them.
+ */
+static __always_inline void charge_untracked(struct pkprof_cpu *c, struct task_struct *prev)
+{
+	__u64 own = c->pending.task_ns - c->pending.served_out_ns;
+
+	if (c->pending.served_out_ns > c->pending.task_ns)
+		return;
+	if (prev->flags & PF_KTHREAD) {
+		c->untracked_kernel_ns += own;
+		return;
+	}
+	c->untracked_ns += own;
+	if (record_mode && target_flag(prev->tgid))
+		c->untracked_target_ns += own;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -143,9 +163,11 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			e->sys_enter_ns = c->sys_enter_ns;
 			e->sys_nr = c->sys_nr;
 		}
+		if (!e)
+			charge_untracked(c, prev);
 	}
 	wq_switch_out(c, e, prev->pid);
-	/* Without an entry (table full, counted in lost) the pending charges are dropped. */
+	/* Without an entry (table full, counted in lost) the pending charges go no further. */
 	flush_pending(c, e ? &e->acc : NULL);
 
 	c->cur_tid = next->pid;
@@ -265,14 +287,7 @@ static __always_inline int on_process_fork_body(struct task_struct *parent, stru
 
 	if (!c)
 		return 0;
-	thread_entry(c, child, bpf_ktime_get_ns());
-	if (follow_children && child->tgid != parent->tgid) {
-		__u32 ppid = parent->tgid, pid = child->tgid;
-		__u8 one = 1;
-
-		if (bpf_map_lookup_elem(&targets, &ppid))
-			bpf_map_update_elem(&targets, &pid, &one, BPF_ANY);
-	}
+	follow_fork(c, parent, child, thread_entry(c, child, bpf_ktime_get_ns()));
 	return 0;
 }
 

@@ -95,7 +95,9 @@ struct pkprof_thread {
 	 * read from the task's saved registers at switch-in). */
 	__u64 sys_enter_ns;
 	__u32 sys_nr;
-	__u32 pad;
+	/* record: the process was a target when this thread was forked (see `targets`); kept after
+	 * the process leaves the target set, so user space sees it in the thread's last read. */
+	__u32 target;
 };
 
 /* Key and value of the `syscalls` hash map: exact per-process syscall counts (syscall mode). */
@@ -121,6 +123,7 @@ struct pkprof_lost {
 	__u64 tag_map_full;     /* a socket / request / work item did not fit in its tag map */
 	__u64 sample_ring_full; /* a stack sample found the ring buffer full (record) */
 	__u64 link_ring_full;   /* a held sample's link event found the ring buffer full (record) */
+	__u64 target_map_full;  /* a followed child did not fit in `targets` (record --max-targets) */
 };
 
 /* Value of `socks`, keyed by struct sock address: NET_RX time waiting for the socket's reader. */
@@ -194,6 +197,12 @@ struct pkprof_cpu {
 	__u64 expired_tags;
 	/* Task time of threads whose switch-out was never reported: who ran is unknown. */
 	__u64 missed_ns;
+	/* Own task time of threads without a `threads` entry (table full, counted in
+	 * lost.thread_map_full): user threads (OTHER; the part of record's targets also in
+	 * untracked_target_ns) and kernel threads (KERNEL). */
+	__u64 untracked_ns;
+	__u64 untracked_target_ns;
+	__u64 untracked_kernel_ns;
 	/* Sum of (scheduler's slice - ours) moved between threads and idle (see follow_scheduler_slice). */
 	__s64 slice_skew_ns;
 	/* cur_tid's se.sum_exec_runtime when it was switched in (+1; 0 = unknown). */

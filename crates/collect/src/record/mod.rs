@@ -13,6 +13,10 @@ use crate::error::CollectError;
 use crate::loader::Collector;
 use crate::skel::types::pkprof_func_key;
 
+/// Default capacity of the kernel's target set (`record --max-targets`): target processes alive
+/// at the same time (they leave it when they are reaped).
+pub const DEFAULT_MAX_TARGETS: u32 = 8192;
+
 /// What `record` adds to the accounting programs.
 #[derive(Clone, Debug)]
 pub struct RecordConfig {
@@ -22,6 +26,9 @@ pub struct RecordConfig {
     pub ring_bytes: u32,
     /// Children of a target become targets when they fork (record -- CMD).
     pub follow_children: bool,
+    /// Capacity of the kernel's target set; a child beyond it is counted in
+    /// `RecordLost::targets` and its own children are not followed.
+    pub max_targets: u32,
     /// User functions to count exactly (uprobes).
     pub probes: Vec<FuncProbe>,
 }
@@ -33,11 +40,13 @@ pub struct FuncProbe {
     pub binary: PathBuf,
 }
 
-/// Counts of samples and links the kernel side could not deliver.
+/// What record's kernel side could not deliver or follow: samples and links dropped on a full
+/// ring buffer, children that did not fit in the target set.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RingLost {
+pub struct RecordLost {
     pub samples: u64,
     pub links: u64,
+    pub targets: u64,
 }
 
 /// One probe's exact count in one process.
@@ -97,14 +106,25 @@ impl Collector {
             .collect()
     }
 
-    /// Samples and links dropped on a full ring buffer, summed over CPUs.
-    pub fn ring_lost(&self) -> Result<RingLost, CollectError> {
-        let mut lost = RingLost::default();
+    /// Record's losses so far, summed over CPUs.
+    pub fn record_lost(&self) -> Result<RecordLost, CollectError> {
+        let mut lost = RecordLost::default();
         for c in self.read_cpus()? {
             lost.samples += c.lost.sample_ring_full;
             lost.links += c.lost.link_ring_full;
+            lost.targets += c.lost.target_map_full;
         }
         Ok(lost)
+    }
+
+    /// Own time of target threads that found the thread table full (part of the untracked time
+    /// in `CpuCounters::untracked_ns`), summed over CPUs.
+    pub fn untracked_target_ns(&self) -> Result<u64, CollectError> {
+        Ok(self
+            .read_cpus()?
+            .iter()
+            .map(|c| c.untracked_target_ns)
+            .sum())
     }
 
     /// Exact call counts of the `--count` probes so far.

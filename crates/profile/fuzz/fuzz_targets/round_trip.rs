@@ -41,6 +41,8 @@ fn profile(u: &mut Unstructured) -> Result<Profile> {
             held_expired: u.arbitrary()?,
             maps_missing: u.arbitrary()?,
             bpf_missed_events: u.arbitrary()?,
+            thread_table_full: u.arbitrary()?,
+            target_table_full: u.arbitrary()?,
         },
         overhead: Overhead {
             pkprof_cpu_ns: u.arbitrary()?,
@@ -54,6 +56,7 @@ fn profile(u: &mut Unstructured) -> Result<Profile> {
             processes_ns: u.arbitrary()?,
             other_ns: u.arbitrary()?,
             kernel_ns: u.arbitrary()?,
+            untracked_ns: u.arbitrary()?,
         },
         warnings: u.arbitrary()?,
     };

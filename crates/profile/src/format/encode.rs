@@ -129,6 +129,8 @@ fn meta(m: &Meta) -> proto::Meta {
             held_expired: l.held_expired,
             maps_missing: l.maps_missing,
             bpf_missed_events: l.bpf_missed_events,
+            thread_table_full: l.thread_table_full,
+            target_table_full: l.target_table_full,
         }),
         overhead: Some(proto::Overhead {
             pkprof_cpu_ns: o.pkprof_cpu_ns,
@@ -142,6 +144,7 @@ fn meta(m: &Meta) -> proto::Meta {
             processes_ns: c.processes_ns,
             other_ns: c.other_ns,
             kernel_ns: c.kernel_ns,
+            untracked_ns: c.untracked_ns,
         }),
         warnings: m.warnings.clone(),
     }

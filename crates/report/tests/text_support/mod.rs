@@ -39,6 +39,7 @@ impl Builder {
                     processes_ns: total_ns * 3 / 8,
                     other_ns: total_ns / 16,
                     kernel_ns: total_ns / 16,
+                    ..CpuTime::default()
                 },
                 ..Meta::default()
             }),

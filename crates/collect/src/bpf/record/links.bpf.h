@@ -43,10 +43,13 @@ static __always_inline __u64 submit_flags(bool urgent)
 	return BPF_RB_NO_WAKEUP;
 }
 
-/* Target processes (record -- CMD, -p): key tgid. */
+/*
+ * Target processes (record -- CMD, -p): key tgid. A process leaves when its task is freed
+ * (on_target_free), so the table holds the targets alive at once, not every target ever seen.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, 1); /* set by the loader (--max-targets) */
 	__type(key, __u32);
 	__type(value, __u8);
 } targets SEC(".maps");
@@ -60,10 +63,50 @@ static __always_inline __u32 target_flag(__u32 pid)
 	return pid && bpf_map_lookup_elem(&targets, &pid) ? PKPROF_SAMPLE_TARGET : 0;
 }
 
-/* PKPROF_SAMPLE_* flags of a thread entry. */
+/* PKPROF_SAMPLE_* flags of a thread entry (a thread forked into a target needs no lookup). */
 static __always_inline __u32 thread_flags(const struct pkprof_thread *e)
 {
-	return (e->kthread ? PKPROF_SAMPLE_KTHREAD : 0) | target_flag(e->pid);
+	return (e->kthread ? PKPROF_SAMPLE_KTHREAD : 0) |
+	       (e->target ? PKPROF_SAMPLE_TARGET : target_flag(e->pid));
+}
+
+/*
+ * A task forks: a new thread of a target, or with follow_children a new process forked by a
+ * target, is a target too. Its thread entry (`child`, NULL when the thread table is full) keeps
+ * the mark, so user space learns of targets that come and go between two of its reads.
+ */
+static __always_inline void follow_fork(struct pkprof_cpu *c, struct task_struct *parent,
+					struct task_struct *child, struct pkprof_thread *e)
+{
+	__u32 ppid = parent->tgid, pid = child->tgid;
+	__u8 one = 1;
+
+	if (!record_mode || !bpf_map_lookup_elem(&targets, &ppid))
+		return;
+	if (pid != ppid) {
+		if (!follow_children)
+			return;
+		if (bpf_map_update_elem(&targets, &pid, &one, BPF_ANY))
+			c->lost.target_map_full++; /* its children are not followed */
+	}
+	if (e)
+		e->target = 1;
+}
+
+/*
+ * A process leaves the target set when its main thread's task is freed: after every thread of it
+ * has run for the last time and its parent has reaped it (as `pkprof syscalls` drops its targets,
+ * but late enough that the exit path, exit_mm and all, is still labelled). The PID cannot have
+ * been reused before: it was released with the task.
+ */
+SEC("tp_btf/sched_process_free")
+int BPF_PROG(on_target_free, struct task_struct *p)
+{
+	__u32 pid = p->tgid;
+
+	if (p->pid == p->tgid)
+		bpf_map_delete_elem(&targets, &pid);
+	return 0;
 }
 
 static __always_inline __u64 segment_hold(struct pkprof_cpu *c)
