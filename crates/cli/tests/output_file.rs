@@ -357,7 +357,7 @@ fn stale_temporaries_of_killed_runs_are_removed() {
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(live.id() as i32, libc::SIGINT) };
     assert!(live.wait().unwrap().success());
-    let p = pkprof_profile::load(&dir.path("live.pkprof")).expect("the live run's profile");
+    let p = pkprof_profile::load(dir.path("live.pkprof")).expect("the live run's profile");
     assert!(p.meta.end_unix_ns > p.meta.start_unix_ns);
     assert!(hidden(&dir.0).is_empty(), "{:?}", hidden(&dir.0));
 }

@@ -10,8 +10,7 @@ use super::TopOptions;
 use crate::signals;
 
 pub fn run(opts: &TopOptions, frames: &Receiver<Arc<Frame>>) -> Result<()> {
-    let mut shown = 0u64;
-    for frame in frames.iter() {
+    for (shown, frame) in (1u64..).zip(frames.iter()) {
         let text = if opts.json {
             pkprof_live::json::render(&frame) + "\n"
         } else {
@@ -20,7 +19,6 @@ pub fn run(opts: &TopOptions, frames: &Receiver<Arc<Frame>>) -> Result<()> {
         if !crate::stdout::write(text.as_bytes()).context("writing to stdout")? {
             break; // the reader closed the pipe (| head)
         }
-        shown += 1;
         if opts.iterations.is_some_and(|n| shown >= n) || signals::stop_requested() {
             break;
         }
