@@ -170,6 +170,8 @@ impl CpuCounters {
             expired_tags: self.expired_tags.max(earlier.expired_tags),
             in_flight_ns: self.in_flight_ns,
             missed_ns: self.missed_ns.max(earlier.missed_ns),
+            untracked_ns: self.untracked_ns.max(earlier.untracked_ns),
+            untracked_kernel_ns: self.untracked_kernel_ns.max(earlier.untracked_kernel_ns),
         }
     }
 }
