@@ -83,6 +83,10 @@ pub fn write_flat(g: &CallGraph, sel: &Selection, out: &mut dyn Write) -> Result
         "Each sample counts as {} seconds.\n",
         fmt_g(g.period_ns as f64 / 1e9)
     ));
+    for n in &g.notes {
+        text.push_str(n);
+        text.push('\n');
+    }
     if let Some(f) = sel.filters_text() {
         text.push_str(&format!(
             "Filters {f}: {} of the profile's {} samples; % time is of these.\n",
