@@ -153,7 +153,7 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
     for p in recorded.processes.values() {
         builder.process(p.clone());
     }
-    for s in &frame.syscalls {
+    for s in &recorded.syscalls {
         builder.syscall(SyscallStat {
             pid: s.pid,
             nr: s.nr,
