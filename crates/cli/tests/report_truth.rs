@@ -13,7 +13,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -248,40 +248,40 @@ fn percent_all_of_a_cpu_hog_is_its_share_of_the_exact_cpu_time() {
         .unwrap();
     let pid = hog.id();
     std::thread::sleep(Duration::from_millis(300));
+    // The hog's CPU time read from the kernel every 10 ms with the wall clock, to take its share
+    // over exactly the recording's span (meta start..end), however busy the machine is.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut readings: Vec<(u64, u64)> = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                readings.push((clock_ns(libc::CLOCK_REALTIME), schedstat_ns(pid)));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            readings
+        })
+    };
     let file = scratch("hog.pkprof");
-    let _ = std::fs::remove_file(&file);
-    let mut rec = Command::new(pkprof_bin())
-        .args(["record", "-a", "--duration", "4", "-o"])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(rec.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("recording at") {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "pkprof record ended early"
-        );
-    }
-    let (cpu0, t0) = (schedstat_ns(pid), mono_ns());
-    let mut summary = String::new();
-    rec.stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut summary)
-        .unwrap();
-    assert!(rec.wait().unwrap().success(), "pkprof record failed");
-    // The recording's end: the summary is printed after sampling stopped and symbols were read,
-    // so the hog's rate over [t0, t1] stands for its rate during the recording.
-    let (cpu1, t1) = (schedstat_ns(pid), mono_ns());
+    record(&file, &["-a", "--duration", "4"]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let readings = poller.join().unwrap();
     let _ = hog.kill();
     let _ = hog.wait();
-    eprintln!("{summary}");
-    let cpus = num_cpus() as f64;
-    let kernel = (cpu1 - cpu0) as f64 * 100.0 / ((t1 - t0) as f64 * cpus);
+    let profile = pkprof_profile::load(&file).unwrap();
+    // Linear interpolation of the hog's CPU time at wall time `t`.
+    let cpu_at = |t: u64| -> f64 {
+        let i = readings
+            .windows(2)
+            .position(|w| w[0].0 <= t && t <= w[1].0)
+            .unwrap_or_else(|| panic!("no schedstat reading around {t}"));
+        let ((t0, c0), (t1, c1)) = (readings[i], readings[i + 1]);
+        c0 as f64 + (c1 - c0) as f64 * (t - t0) as f64 / (t1 - t0).max(1) as f64
+    };
+    let (start, end) = (profile.meta.start_unix_ns, profile.meta.end_unix_ns);
+    let cpus = f64::from(profile.meta.cpus);
+    assert_eq!(profile.meta.cpus as usize, num_cpus());
+    let kernel = (cpu_at(end) - cpu_at(start)) * 100.0 / ((end - start) as f64 * cpus);
 
     let dcpi = pkprof(&[
         "report",
@@ -302,7 +302,6 @@ fn percent_all_of_a_cpu_hog_is_its_share_of_the_exact_cpu_time() {
         .trim_end_matches('%')
         .parse()
         .unwrap();
-    let profile = pkprof_profile::load(&file).unwrap();
     let samples = profile.total_samples();
     let hog_samples: u64 = profile
         .samples
