@@ -387,10 +387,11 @@ from the sampled stacks; calls are shown only where counted exactly (record --sy
 
 const DIFF_EXAMPLES: &str = "Examples:
   pkprof diff before.data after.data                 every procedure, by change of share
-  pkprof diff before.data after.data --by process --min-percent 1
+  pkprof diff before.data after.data --by process --min-percent 1   keep PIDs (PIDu:func)
   pkprof diff a.data b.data --format html -o diff.html   differential flame graph
-Profiles of different lengths, rates or CPU counts are compared by share of their own samples and
-by CPU seconds per wall second; the header says how.";
+Rows match by plain function names, so two runs of one program (different PIDs) line up; --by
+process or --by thread keeps the PIDs. Profiles of different lengths, rates or CPU counts are
+compared by share of their own CPU time and by CPU seconds per wall second; the header says how.";
 
 const FORMATS: [&str; 4] = ["pprof", "folded", "speedscope", "html"];
 
@@ -538,10 +539,17 @@ impl ReportArgs {
 
 impl DiffArgs {
     pub fn into_options(self) -> DiffOptions {
+        use pkprof_report::select::ByKey;
+        let mut select = self.select.into_options();
+        // Two runs of one program have different PIDs: rows match by plain names (as perf diff
+        // matches by module and symbol) unless --by process / thread asks to keep the PIDs.
+        if !matches!(select.by, Some(ByKey::Process | ByKey::Thread)) {
+            select.names = pkprof_report::names::NameStyle::Plain;
+        }
         DiffOptions {
             a: self.a,
             b: self.b,
-            select: self.select.into_options(),
+            select,
             format: self.output.format,
             output: self.output.output,
         }

@@ -234,7 +234,12 @@ fn diff_says_how_it_normalised() {
         text.contains("normalised: the profiles differ in length"),
         "{text}"
     );
-    assert!(text.contains("100k:vfs_read"), "{text}");
+    // Rows match by plain names (two runs of a program have different PIDs); --by process keeps
+    // the PIDs.
+    assert!(text.contains("  vfs_read\n"), "{text}");
+    assert!(!text.contains("100k:"), "{text}");
+    let by_process = ok(&pkprof(&["diff", arg(&a), arg(&b), "--by", "process"]));
+    assert!(by_process.contains("100k:vfs_read"), "{by_process}");
     let html = dir.path("diff.html");
     ok(&pkprof(&[
         "diff",

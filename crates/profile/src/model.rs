@@ -93,6 +93,29 @@ pub struct Lost {
     pub target_table_full: u64,
 }
 
+impl Lost {
+    /// Every count with its name as reports print it (`ring buffer full`), zeros included, in a
+    /// fixed order. Destructures the struct so that a new field cannot be left out of reports.
+    pub fn parts(&self) -> [(&'static str, u64); 6] {
+        let Lost {
+            ring_buffer_full,
+            kernel_stack_errors,
+            user_stack_errors,
+            held_expired,
+            maps_missing,
+            bpf_missed_events,
+        } = *self;
+        [
+            ("ring buffer full", ring_buffer_full),
+            ("kernel stacks unreadable", kernel_stack_errors),
+            ("user stacks unreadable", user_stack_errors),
+            ("held samples expired", held_expired),
+            ("samples without maps", maps_missing),
+            ("BPF events missed", bpf_missed_events),
+        ]
+    }
+}
+
 /// What the recording itself cost.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overhead {

@@ -324,6 +324,10 @@ pub fn write_callgraph(
     s.push_str(
         "Times are measured from the sampled stacks; called is filled only where counts are exact.\n",
     );
+    for n in &g.notes {
+        s.push_str(n);
+        s.push('\n');
+    }
     if let Some(f) = sel.filters_text() {
         s.push_str(&format!(
             "Filters {f}: {} of the profile's {} samples; % time is of these.\n",

@@ -1,10 +1,13 @@
 //! DCPI-style tables (dcpiprof): per procedure, kernel and user mixed, its samples (the sampled
-//! stacks ending in it), the share of all CPU samples and of the non-idle ones, and the cumulative
+//! stacks ending in it), its share of all CPU and of the non-idle samples, and the cumulative
 //! share; `--group` folds related procedures into one row ("select() and related"); `--by` splits
 //! the rows by process, thread, bucket, context or cgroup, after a table of the keys themselves.
 //!
-//! Shares are of the whole profile's samples (all CPU time sampled, and the part outside the IDLE
-//! bucket), before any filter, so that a filtered table still reads as "% of the machine".
+//! Shares are of the whole profile, before any filter, so that a filtered table still reads as
+//! "% of the machine": `% all` is the sampled time (samples x period) as a share of the exact CPU
+//! time of the recording (wall x CPUs, from the accounting) when the profile has it, because idle
+//! CPUs may take no samples (see [`crate::header`]), else a share of all samples; `% non-idle` is
+//! a share of the samples outside the IDLE bucket.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -13,6 +16,7 @@ use pkprof_profile::{Bucket, Profile, SampleGroup};
 
 use crate::flat::fmt_g;
 use crate::graph::{check_samples, fold, no_match, percent, FxMap};
+use crate::header::{notes, Coverage};
 use crate::select::{bucket_name, context_name, ByKey, Selection};
 use crate::ReportError;
 
@@ -40,6 +44,8 @@ pub struct DcpiTable {
     pub profile_samples: u64,
     pub profile_busy: u64,
     pub period_ns: u64,
+    /// The samples against the exact CPU time: what `% all` is of.
+    pub coverage: Coverage,
 }
 
 impl DcpiTable {
@@ -122,7 +128,15 @@ impl DcpiTable {
             profile_samples: f.profile_samples,
             profile_busy: f.profile_busy,
             period_ns: p.meta.period_ns,
+            coverage: Coverage::of(p),
         })
+    }
+
+    /// `samples` as `% all`: of the exact CPU time when the profile has it (see
+    /// [`crate::header`]), else of all samples.
+    pub fn percent_all(&self, samples: u64) -> f64 {
+        self.coverage
+            .percent_all(samples, self.period_ns, self.profile_samples)
     }
 }
 
@@ -241,10 +255,15 @@ pub fn write_dcpi(p: &Profile, sel: &Selection, out: &mut dyn Write) -> Result<(
         s.push_str(&format!(
             "filters {f}: {} samples, {:.2}% of all\n",
             t.selected,
-            percent(t.selected, t.profile_samples)
+            t.percent_all(t.selected)
         ));
     }
-    s.push_str("% all: of all samples; % non-idle: of the samples outside the IDLE bucket\n");
+    for n in notes(p) {
+        s.push_str(&n);
+        s.push('\n');
+    }
+    s.push_str(&t.coverage.all_text());
+    s.push_str("; % non-idle: of the samples outside the IDLE bucket\n");
     out.write_all(s.as_bytes())?;
     let mut hidden = 0;
     if let Some(by) = t.by {
@@ -297,7 +316,7 @@ fn write_rows(
     let mut cum = 0u64;
     let mut hidden = 0;
     for r in rows {
-        let pct = percent(r.samples, t.profile_samples);
+        let pct = t.percent_all(r.samples);
         if pct < min {
             hidden += 1;
             continue;
@@ -309,7 +328,7 @@ fn write_rows(
         } else {
             s.push_str(&format!(" {:>11}", ""));
         }
-        s.push_str(&format!(" {:>7.2}%  ", percent(cum, t.profile_samples)));
+        s.push_str(&format!(" {:>7.2}%  ", t.percent_all(cum)));
         if with_key {
             let key = r.key.as_deref().unwrap_or("");
             let pad = key_width - key.chars().count();

@@ -3,11 +3,16 @@
 //! the change.
 //!
 //! Two recordings rarely have the same length, sampling rate or CPU count, so raw samples do not
-//! compare. Each row shows, per profile, its share of that profile's own samples (`% all`, and
-//! `% non-idle`: independent of length and rate) and the CPU seconds it used per wall second of
-//! the recording (`CPU s/s` = samples x period / duration: independent of length and rate, in
-//! CPUs). The change columns compare the shares. The header says what differed and how it was
-//! normalised.
+//! compare. Each row shows, per profile, its share of that profile's own CPU time (`% all`, as in
+//! the DCPI table: of the exact CPU time when known) and of its non-idle samples (`% non-idle`),
+//! both independent of length and rate, and the CPU seconds it used per wall second of the
+//! recording (`CPU s/s` = samples x period / duration: in CPUs). The change columns compare the
+//! `% all` shares. The header says what differed and how it was normalised, and each profile's
+//! losses.
+//!
+//! Rows are matched by the names the selection prints: the CLI gives plain names (no PID) unless
+//! `--by process` or `--by thread` keeps the PIDs, so two runs of one program match (as `perf diff`
+//! matches by module and symbol).
 
 use std::io::Write;
 
@@ -16,6 +21,7 @@ use pkprof_profile::Profile;
 use crate::dcpi::DcpiTable;
 use crate::flat::fmt_g;
 use crate::graph::{percent, FxMap};
+use crate::header::notes;
 use crate::select::Selection;
 use crate::ReportError;
 
@@ -65,10 +71,10 @@ pub fn diff_rows(a: &DcpiTable, b: &DcpiTable) -> Vec<DiffRow> {
             let row = &mut rows[i];
             if side == 0 {
                 row.a = (r.samples, r.busy);
-                row.a_share = percent(r.samples, t.profile_samples);
+                row.a_share = t.percent_all(r.samples);
             } else {
                 row.b = (r.samples, r.busy);
-                row.b_share = percent(r.samples, t.profile_samples);
+                row.b_share = t.percent_all(r.samples);
             }
         }
     }
@@ -93,13 +99,19 @@ fn describe(name: &str, p: &Profile, t: &DcpiTable) -> String {
         Some(w) => format!("{w:.2} s"),
         None => "an unknown time".into(),
     };
-    format!(
+    let mut s = format!(
         "{name}: {} samples over {wall} at {} Hz on {} CPUs (each sample {} s of CPU)\n",
         t.profile_samples,
         p.meta.frequency_hz,
         p.meta.cpus,
         fmt_g(t.period_ns as f64 / 1e9)
-    )
+    );
+    for n in notes(p).iter().chain([&t.coverage.all_text()]) {
+        s.push_str("  ");
+        s.push_str(n);
+        s.push('\n');
+    }
+    s
 }
 
 /// Writes the diff of `a` and `b` (named `names` in the header) as `sel` selects.
@@ -133,10 +145,10 @@ pub fn write_diff(
         differs.push("CPU count");
     }
     if differs.is_empty() {
-        s.push_str("same length, rate and CPUs: no normalisation needed; rows show shares of each profile's samples and CPU seconds per wall second\n");
+        s.push_str("same length, rate and CPUs: no normalisation needed; rows show shares of each profile's CPU time and CPU seconds per wall second\n");
     } else {
         s.push_str(&format!(
-            "normalised: the profiles differ in {}, so rows compare each profile's share of its own samples (% all, % non-idle) and CPU seconds per wall second (CPU s/s = samples x period / duration), not raw samples\n",
+            "normalised: the profiles differ in {}, so rows compare each profile's share of its own CPU time (% all) and non-idle samples (% non-idle) and CPU seconds per wall second (CPU s/s = samples x period / duration), not raw samples\n",
             differs.join(" and ")
         ));
     }
@@ -220,7 +232,7 @@ pub fn write_diff(
 /// samples, % all, % non-idle, CPU s/s of one side.
 fn cells((samples, busy): (u64, u64), t: &DcpiTable, wall: Option<f64>) -> String {
     let all = if samples > 0 {
-        format!("{:.2}%", percent(samples, t.profile_samples))
+        format!("{:.2}%", t.percent_all(samples))
     } else {
         String::new()
     };

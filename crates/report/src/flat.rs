@@ -5,6 +5,7 @@
 //! Flat profile:
 //!
 //! Each sample counts as 0.01 seconds.
+//! lost: none
 //! % of non-idle: self samples as a share of the profile's 100 samples outside the IDLE bucket.
 //!   %   cumulative   self              self     total       % of
 //!  time   seconds   seconds    calls  ms/call  ms/call  non-idle  name
@@ -18,7 +19,8 @@
 //! `record --syscalls`, functions counted with `record --count`) and blank elsewhere. The per-call
 //! unit is chosen as GNU gprof does, from the largest time per call (ms when nothing is counted).
 //! `% time` is of the selected samples; `% of non-idle` of the profile's samples outside the IDLE
-//! bucket, before any filter (blank for idle routines). Trailing blanks are trimmed.
+//! bucket, before any filter (blank for idle routines). Trailing blanks are trimmed. The header
+//! states the losses and, when idle was under-sampled, both idle figures ([`crate::header`]).
 
 use std::io::Write;
 
@@ -83,6 +85,10 @@ pub fn write_flat(g: &CallGraph, sel: &Selection, out: &mut dyn Write) -> Result
         "Each sample counts as {} seconds.\n",
         fmt_g(g.period_ns as f64 / 1e9)
     ));
+    for n in &g.notes {
+        text.push_str(n);
+        text.push('\n');
+    }
     if let Some(f) = sel.filters_text() {
         text.push_str(&format!(
             "Filters {f}: {} of the profile's {} samples; % time is of these.\n",

@@ -135,6 +135,8 @@ pub struct CallGraph {
     pub profile_busy: u64,
     /// CPU time each sample stands for.
     pub period_ns: u64,
+    /// The profile's header lines (losses, idle sampling: [`crate::header::notes`]).
+    pub notes: Vec<String>,
 }
 
 impl CallGraph {
@@ -146,7 +148,9 @@ impl CallGraph {
         if folded.samples == 0 {
             return Err(no_match(sel));
         }
-        Ok(measure(&folded, p.meta.period_ns))
+        let mut g = measure(&folded, p.meta.period_ns);
+        g.notes = crate::header::notes(p);
+        Ok(g)
     }
 
     /// The routine printed as `label`.
@@ -430,5 +434,6 @@ fn measure(f: &Folded, period_ns: u64) -> CallGraph {
         profile_samples: f.profile_samples,
         profile_busy: f.profile_busy,
         period_ns,
+        notes: Vec::new(),
     }
 }

@@ -1,6 +1,8 @@
 //! Reports and exporters: everything that reads a [`Profile`](pkprof_profile::Profile) and writes
 //! what people read or load into other tools. Nothing here needs root or a kernel.
 //!
+//! - [`counts`]: the exact counts (syscalls, counted functions) as routines;
+//! - [`header`]: what every report says first (losses, samples against the exact CPU time);
 //! - [`names`]: how frames are named (`PIDu:func` / `PIDk:func`, or plain names);
 //! - [`select`]: filters and grouping applied before any report;
 //! - [`graph`]: the call graph measured from the sampled stacks (self, children, cycles);
@@ -8,12 +10,14 @@
 //! - [`export`]: one module per exchange format behind the [`export::Exporter`] trait.
 
 pub mod callgraph;
+pub mod counts;
 pub mod dcpi;
 pub mod diff;
 pub mod error;
 pub mod export;
 pub mod flat;
 pub mod graph;
+pub mod header;
 pub mod names;
 pub mod select;
 

@@ -1,12 +1,14 @@
 //! pprof exporter: the file decoded to text against a golden file, then read by the real consumer,
 //! `go tool pprof` (`-raw`, `-top`, `-tags`, `-tagfocus`), whose totals and flat values must equal
-//! the profile's; and the 1M-sample benchmark profile (export time, and `go tool pprof -top` on it).
+//! the profile's; the header comments (`-comments`: losses, idle under-sampled); and the 1M-sample
+//! benchmark profile (export time, and `go tool pprof -top` on it).
 //!
 //! The `go` tests skip, saying so, only when Go is not installed; where it is, any mismatch fails.
 //! The first `go tool pprof` on a machine builds the tool into Go's build cache (~25 s on the
 //! 2-core machine); later runs start in ~0.2 s.
 
 mod export_common;
+mod text_support;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -381,4 +383,30 @@ fn large_profile_exports_fast_and_go_agrees() {
     let mut shown: Vec<u64> = flat.values().copied().collect();
     shown.sort_unstable_by(|a, b| b.cmp(a));
     assert_eq!(shown, largest[..20]);
+}
+
+#[test]
+fn go_tool_pprof_comments_state_losses_and_idle_sampling() {
+    let Some(go) = go() else { return };
+    let dir = scratch("export_pprof_lossy");
+    let file = dir.join("lossy.pb.gz");
+    let profile = text_support::counted_lossy();
+    std::fs::write(&file, export("pprof", &profile, NameStyle::Labelled)).unwrap();
+    let comments = pprof(&go, &["-comments"], &file);
+    assert!(
+        comments
+            .lines()
+            .any(|l| l == "lost: ring buffer full 761, user stacks unreadable 3"),
+        "{comments}"
+    );
+    assert!(
+        comments.lines().any(|l| l.starts_with(
+            "idle under-sampled: the accounting has 50.0% of the CPU time idle, the samples 4.0%"
+        )),
+        "{comments}"
+    );
+    // Nothing lost: said as plainly.
+    std::fs::write(&file, export("pprof", &small(), NameStyle::Labelled)).unwrap();
+    let comments = pprof(&go, &["-comments"], &file);
+    assert!(comments.lines().any(|l| l == "lost: none"), "{comments}");
 }

@@ -159,7 +159,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     for p in recorded.processes.values() {
         builder.process(p.clone());
     }
-    for s in &frame.syscalls {
+    for s in &recorded.syscalls {
         builder.syscall(SyscallStat {
             pid: s.pid,
             nr: s.nr,

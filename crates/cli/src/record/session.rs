@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage, Snapshot};
+use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage, Snapshot, SyscallCount};
 use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, TargetSet};
 use pkprof_collect::record::ring::RecordEvent;
 use pkprof_collect::Collector;
@@ -32,6 +32,9 @@ pub struct Recorded {
     pub aggregate: Aggregate,
     pub processes: BTreeMap<u32, ProcessInfo>,
     pub last_frame: Option<Frame>,
+    /// Every exact syscall count of the last accounting read (`--syscalls`): all of them, where
+    /// the frame keeps only the most frequent for `top`'s display.
+    pub syscalls: Vec<SyscallCount>,
     pub held_expired: u64,
     pub undecodable: u64,
     pub kstack_errors: u64,
@@ -123,6 +126,7 @@ impl<'a> Session<'a> {
                 aggregate: Aggregate::default(),
                 processes: BTreeMap::new(),
                 last_frame: None,
+                syscalls: Vec::new(),
                 held_expired: 0,
                 undecodable: 0,
                 kstack_errors: 0,
@@ -301,6 +305,7 @@ impl<'a> Session<'a> {
                 .extend(snap.threads.iter().filter(|t| t.target).map(|t| t.pid));
         }
         let frame = self.accountant.update(&snap, SelfUsage::default());
+        self.rec.syscalls.clone_from(&snap.syscalls);
         for r in &frame.rows {
             let t = &r.total;
             let p = self.rec.processes.entry(r.pid).or_default();

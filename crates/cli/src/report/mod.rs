@@ -103,6 +103,13 @@ pub fn run_report(opts: ReportOptions) -> Result<()> {
             )))
             .context(format!("cannot export {name}"));
         }
+        if format == "folded" && profile.meta.lost.parts().iter().any(|(_, n)| *n > 0) {
+            // Folded stacks have no header to say it in.
+            eprintln!(
+                "pkprof: {} (folded stacks have no header to state it)",
+                pkprof_report::header::lost_text(&profile.meta.lost)
+            );
+        }
         let mut out = open_output(&opts.output)?;
         let eopts = ExportOptions {
             names: opts.select.names,

@@ -13,6 +13,8 @@
 //!   scripts do), control characters (line breaks, tabs...) by a space.
 //! - A sample with no frames at all (both stack reads failed) is written as the one frame
 //!   `[no stack]`.
+//! - The format has no header or comment, so the losses cannot be stated in it: `pkprof report`
+//!   says them on standard error instead when there were any.
 
 use foldhash::{HashMap, HashMapExt};
 use std::io::{BufWriter, Write};

@@ -64,7 +64,7 @@ pub fn write(
     } else {
         &opts.title
     };
-    let summary = page::summary(profile, folded.total, folded.non_idle);
+    let summary = page::summary(profile, opts.names, folded.total, folded.non_idle);
     page::write(
         out,
         &page::Page {

@@ -18,6 +18,8 @@
 //!   `bucket` (`process`, `other`, `kernel`, `idle`) and `context` (`user`, `syscall`, `kernel-task`,
 //!   `kworker`, `hardirq`, `softirq:NET_RX`, `idle`): `go tool pprof -tags`, `-tagfocus=comm=nginx`.
 //! - Sample groups with a zero count are left out; values beyond `i64` saturate.
+//! - `comment`s (`go tool pprof -comments`): the title, the recording, its losses (`lost: none`
+//!   or each count) and, when idle was under-sampled, both idle figures ([`crate::header`]).
 //!
 //! Samples are encoded and compressed one by one, before the tables they refer to (protobuf lets a
 //! message's fields come in any order), so memory stays proportional to the distinct stacks, not to
@@ -110,6 +112,8 @@ impl Exporter for Pprof {
             meta.cpus,
             meta.frequency_hz
         )];
+        // The losses and idle sampling, as every report's header says them.
+        comments.extend(crate::header::notes(profile));
         if !opts.title.is_empty() {
             comments.insert(0, opts.title.clone());
         }

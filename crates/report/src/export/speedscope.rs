@@ -14,7 +14,9 @@
 //!   with a zero count are left out (speedscope ignores zero weights). The stacks are sorted by
 //!   their names, so that speedscope's "time order" view reads like a flame graph; the profile
 //!   has no timestamps to order them by time.
-//! - `exporter` is `pkprof VERSION`; the file's `name` is the title given, else `pkprof HOSTNAME`.
+//! - `exporter` is `pkprof VERSION`; the file's `name` is the title given, else `pkprof HOSTNAME`,
+//!   followed by the losses when there were any (`(lost: ring buffer full 761)`): the format has
+//!   no comments.
 
 use std::collections::BTreeMap;
 
@@ -27,6 +29,7 @@ use pkprof_profile::{Bucket, FrameId, Profile, StackId};
 
 use super::pprof::{owner, Owner};
 use super::{ExportOptions, Exporter};
+use crate::header::lost_text;
 use crate::names::frame_label;
 use crate::ReportError;
 
@@ -154,10 +157,17 @@ impl Exporter for Speedscope {
             .map_or(0, |(i, _)| i);
         let file = File {
             schema: SCHEMA_URL,
-            name: if opts.title.is_empty() {
-                format!("pkprof {}", profile.meta.hostname)
-            } else {
-                opts.title.clone()
+            name: {
+                let mut name = if opts.title.is_empty() {
+                    format!("pkprof {}", profile.meta.hostname)
+                } else {
+                    opts.title.clone()
+                };
+                // The format has no comments: losses go into the title speedscope shows.
+                if profile.meta.lost.parts().iter().any(|(_, n)| *n > 0) {
+                    name.push_str(&format!(" ({})", lost_text(&profile.meta.lost)));
+                }
+                name
             },
             exporter: format!("pkprof {}", env!("CARGO_PKG_VERSION")),
             active_profile_index,

@@ -6,12 +6,15 @@
 //! into it is a syscall-boundary frame (`PIDk:sys_NAME`, counted by `profile.syscalls`) or a
 //! uprobe-counted user function (`profile.func_counts`) of a process, and every such (PID, name)
 //! has a count; it is then the sum over those (PID, name). Anything else leaves it unknown.
+//! Counted (PID, name)s that no selected sample reached become routines too, without samples
+//! (see [`crate::counts`]), so every exact count is shown whether or not it was sampled.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use pkprof_profile::{Bucket, FrameKind, Profile, SampleGroup};
 
+use crate::counts::counted;
 use crate::names::{frame_label, NameStyle};
 use crate::select::Selection;
 
@@ -140,6 +143,8 @@ struct Interner<'a> {
     routines: Vec<RoutineInfo>,
     by_label: HashMap<String, u32>,
     by_frame: FxMap<(u32, u8, u32), u32>,
+    /// Counted (syscall?, PID, frame name)s already joined to a routine.
+    joined: HashSet<(bool, u32, String)>,
 }
 
 fn bucket_code(b: Bucket) -> u8 {
@@ -178,6 +183,21 @@ impl Interner<'_> {
             }
             None => (no_stack_label(s, self.sel.names), None),
         };
+        if exact.is_some() {
+            if let Some(f) = f {
+                let frame = &self.p.frames[f as usize];
+                self.joined
+                    .insert((frame.kind == FrameKind::Syscall, s.pid, frame.name.clone()));
+            }
+        }
+        let r = self.join(label, s.pid, exact);
+        self.by_frame.insert(key, r);
+        r
+    }
+
+    /// The routine named `label` (or the `--group` it joins), with the exact count `exact` of
+    /// process `pid` added once per PID; a frame without a count makes the calls unknown.
+    fn join(&mut self, label: String, pid: u32, exact: Option<u64>) -> u32 {
         let (label, group) = match self.sel.group_of(&label) {
             Some(g) => (self.sel.groups[g].name.clone(), true),
             None => (label, false),
@@ -201,8 +221,8 @@ impl Interner<'_> {
         let info = &mut self.routines[r as usize];
         info.calls = match (std::mem::replace(&mut info.calls, Calls::Unknown), exact) {
             (Calls::Exact { sum, mut pids }, Some(n)) if !group => {
-                if !pids.contains(&s.pid) {
-                    pids.push(s.pid);
+                if !pids.contains(&pid) {
+                    pids.push(pid);
                     Calls::Exact {
                         sum: sum.saturating_add(n),
                         pids,
@@ -213,8 +233,47 @@ impl Interner<'_> {
             }
             _ => Calls::Unknown,
         };
-        self.by_frame.insert(key, r);
         r
+    }
+
+    /// Routines for the counted (PID, name)s no selected sample reached, as the selection's
+    /// filters allow (PID, command, bucket; frame side).
+    fn add_unsampled_counts(&mut self) {
+        let (p, sel) = (self.p, self.sel);
+        let mut keep = sel.sample_filter();
+        for c in counted(p) {
+            let key = (
+                c.frame.kind == FrameKind::Syscall,
+                c.pid,
+                c.frame.name.clone(),
+            );
+            if self.joined.contains(&key) || !sel.keep_frame(&c.frame) {
+                continue;
+            }
+            let probe = SampleGroup {
+                pid: c.pid,
+                tid: c.pid,
+                comm: c.comm.to_string(),
+                bucket: c.bucket,
+                ..SampleGroup::default()
+            };
+            if !keep(&probe) {
+                continue;
+            }
+            // The sum over the PID's rows of that name, as for sampled frames.
+            let exact = if key.0 {
+                let name = c.frame.name.strip_prefix("sys_").unwrap_or(&c.frame.name);
+                self.exact.syscalls.get(&(c.pid, name)).copied()
+            } else {
+                self.exact
+                    .functions
+                    .get(&(c.pid, c.frame.name.as_str()))
+                    .copied()
+            };
+            let label = frame_label(c.pid, c.bucket, &c.frame, sel.names);
+            self.join(label, c.pid, exact);
+            self.joined.insert(key);
+        }
     }
 }
 
@@ -243,6 +302,7 @@ pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
         routines: Vec::new(),
         by_label: HashMap::new(),
         by_frame: FxMap::default(),
+        joined: HashSet::new(),
     };
     let mut out = Folded {
         routines: Vec::new(),
@@ -348,6 +408,7 @@ pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
             out.busy = out.busy.saturating_add(count);
         }
     }
+    it.add_unsampled_counts();
     if per_sample {
         out.sample_stacks = sample_pairs
             .into_iter()

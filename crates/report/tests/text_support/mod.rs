@@ -141,9 +141,50 @@ impl Builder {
         self
     }
 
+    pub fn meta(&mut self) -> &mut Meta {
+        self.b.meta_mut()
+    }
+
     pub fn build(self) -> Profile {
         self.b.finish()
     }
+}
+
+/// One busy CPU of two for 1 s at 100 Hz, on a machine whose idle CPU took almost no samples, with
+/// losses and exact counts of routines that were never sampled:
+///
+/// | stack                                  | samples |
+/// | -------------------------------------- | ------- |
+/// | pid 100 `gz`: main;deflate_slow        | 94      |
+/// | pid 100: main;sys_read;vfs_read        | 2       |
+/// | IDLE: do_idle                          | 4       |
+///
+/// The accounting: 2 s of CPU, 1 s idle (50%), where the samples say 4%. `deflate_slow`'s share of
+/// all CPU is 94 x 10 ms / 2 s = 47%, not 94%. Lost: ring buffer full 761, user stacks 3.
+/// Exact counts of pid 100: deflate 600 calls (never sampled), read 12 (sampled), write 7, openat
+/// 3, close 3, mmap 9 (never sampled); of pid 200 (`helper`, not profiled): futex 5.
+pub fn counted_lossy() -> Profile {
+    let mut b = Builder::new(100, 1, 2);
+    b.process(100, "gz").process(200, "helper");
+    b.meta().lost.ring_buffer_full = 761;
+    b.meta().lost.user_stack_errors = 3;
+    let c = &mut b.meta().cpu_time;
+    (c.idle_ns, c.processes_ns, c.other_ns, c.kernel_ns) =
+        (1_000_000_000, 960_000_000, 20_000_000, 20_000_000);
+    b.proc(100, "gz", "main;deflate_slow", 94)
+        .proc(100, "gz", "main;sys_read;vfs_read", 2)
+        .add(0, "swapper/1", Bucket::Idle, Context::Idle, "k:do_idle", 4);
+    b.func_count(100, "deflate", 600)
+        .syscall(100, "read", 12)
+        .syscall(100, "write", 7)
+        .syscall(100, "openat", 3)
+        .syscall(100, "close", 3)
+        .syscall(100, "mmap", 9)
+        .syscall(200, "futex", 5);
+    let mut p = b.build();
+    // pid 200 is not a target: its counts belong to the OTHER bucket.
+    p.processes[1].target = false;
+    p
 }
 
 /// A small profile of one server (pid 100) and one client (pid 200) over 1 s on 2 CPUs at

@@ -7,6 +7,9 @@ use pkprof_profile::{Profile, TargetKind};
 
 use super::escape;
 use super::flame::thousands;
+use crate::counts::counted;
+use crate::header::{lost_text, Coverage};
+use crate::names::{frame_label, NameStyle};
 
 const CSS: &str = include_str!("assets/page.css");
 const FLAME_JS: &str = include_str!("assets/flame.js");
@@ -121,7 +124,7 @@ fn target(p: &Profile) -> String {
 }
 
 /// The recording described in a few lines of HTML.
-pub(crate) fn summary(p: &Profile, total: u128, non_idle: u128) -> String {
+pub(crate) fn summary(p: &Profile, names: NameStyle, total: u128, non_idle: u128) -> String {
     let m = &p.meta;
     let c = &m.cpu_time;
     let mut s = format!(
@@ -146,23 +149,19 @@ pub(crate) fn summary(p: &Profile, total: u128, non_idle: u128) -> String {
         seconds(c.other_ns),
         seconds(c.kernel_ns),
     );
-    let l = &m.lost;
-    let lost = [
-        ("ring buffer full", l.ring_buffer_full),
-        ("kernel stack errors", l.kernel_stack_errors),
-        ("user stack errors", l.user_stack_errors),
-        ("held samples expired", l.held_expired),
-        ("maps missing", l.maps_missing),
-        ("BPF missed events", l.bpf_missed_events),
-    ];
-    let lost: Vec<String> = lost
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(what, n)| format!("{what} {}", thousands(u128::from(*n))))
-        .collect();
-    if !lost.is_empty() {
-        s += &format!("<p class=\"pk-meta\">Lost: {}.</p>\n", lost.join(", "));
+    // The losses and how the samples cover the CPU time: said in every report's header.
+    s += &format!(
+        "<p class=\"pk-meta pk-lost\">{}.</p>\n",
+        escape(&capitalise(&lost_text(&m.lost)))
+    );
+    if let Some(idle) = Coverage::of(p).idle_text() {
+        s += &format!(
+            "<p class=\"pk-meta pk-idle\">{}. Shares of samples in the tables and the flame \
+             graph are of the samples.</p>\n",
+            escape(&capitalise(&idle))
+        );
     }
+    s += &exact_counts(p, names);
     if !m.warnings.is_empty() {
         s += &format!(
             "<details class=\"pk-meta\"><summary>{} warning(s)</summary><ul>",
@@ -176,6 +175,48 @@ pub(crate) fn summary(p: &Profile, total: u128, non_idle: u128) -> String {
     s
 }
 
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// Every exact count (`record --syscalls`, `--count`), sampled or not, in a table under a
+/// disclosure: calls are not samples, so they are listed apart from the flame graph and tables.
+fn exact_counts(p: &Profile, names: NameStyle) -> String {
+    let rows = counted(p);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let (syscalls, functions) = (p.syscalls.len(), p.func_counts.len());
+    let mut s = format!(
+        "<details class=\"pk-meta pk-counts\"><summary>Exact counts: {} syscall row{}, {} \
+         counted function{} (every one, sampled or not)</summary>\n<table class=\"pk-sides\">\
+         <tr><th>routine</th><th>process</th><th>calls</th><th>errors</th><th>time</th></tr>\n",
+        thousands(syscalls as u128),
+        if syscalls == 1 { "" } else { "s" },
+        thousands(functions as u128),
+        if functions == 1 { "" } else { "s" },
+    );
+    for c in rows {
+        s += &format!(
+            "<tr><td>{}</td><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            escape(&frame_label(c.pid, c.bucket, &c.frame, names)),
+            c.pid,
+            escape(c.comm),
+            thousands(u128::from(c.calls)),
+            c.errors
+                .map(|e| thousands(u128::from(e)))
+                .unwrap_or_default(),
+            c.time_ns.map(seconds).unwrap_or_default(),
+        );
+    }
+    s += "</table></details>\n";
+    s
+}
+
 /// Both recordings side by side, and how they are made comparable.
 pub(crate) fn diff_summary(
     (a, ta, na): (&Profile, u128, u128),
@@ -184,13 +225,13 @@ pub(crate) fn diff_summary(
 ) -> String {
     let mut s = String::from(
         "<table class=\"pk-sides\"><tr><th></th><th>host</th><th>duration</th><th>rate</th>\
-         <th>period</th><th>samples</th><th>non-idle</th></tr>\n",
+         <th>period</th><th>samples</th><th>non-idle</th><th>lost</th></tr>\n",
     );
     for (side, p, t, n) in [("A", a, ta, na), ("B", b, tb, nb)] {
         let m = &p.meta;
         s += &format!(
             "<tr><th>{side}</th><td>{}</td><td>{}</td><td>{} Hz</td><td>{:.3} ms</td>\
-             <td>{}</td><td>{} ({})</td></tr>\n",
+             <td>{}</td><td>{} ({})</td><td>{}</td></tr>\n",
             escape(&m.hostname),
             seconds(m.end_unix_ns.saturating_sub(m.start_unix_ns)),
             m.frequency_hz,
@@ -198,9 +239,19 @@ pub(crate) fn diff_summary(
             thousands(t),
             thousands(n),
             percent(n, t),
+            escape(lost_text(&m.lost).trim_start_matches("lost: ")),
         );
     }
-    s += "</table>\n<p class=\"pk-meta pk-norm\">";
+    s += "</table>\n";
+    for (side, p) in [("A", a), ("B", b)] {
+        if let Some(idle) = Coverage::of(p).idle_text() {
+            s += &format!(
+                "<p class=\"pk-meta pk-idle\">{side}: {}.</p>\n",
+                escape(&idle)
+            );
+        }
+    }
+    s += "<p class=\"pk-meta pk-norm\">";
     if scale == 1.0 && a.meta.period_ns == b.meta.period_ns {
         s += "Normalisation: none. A and B have the same number of samples at the same period, \
               so sample counts are compared as they are.";
