@@ -70,7 +70,7 @@ pub struct SyscallsArgs {
     #[arg(short = 'o', long)]
     output: Option<PathBuf>,
     /// Clusters and edges shown in the text report.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = count_parser(1, 100_000))]
     top: usize,
     /// Keep the user stack of every Nth call of a thread (and each transition's first); 0: none.
     #[arg(long, default_value_t = 64)]
@@ -165,13 +165,13 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]
     tag_expire: f64,
     /// Capacity of the kernel's thread table.
-    #[arg(long, default_value_t = 32768)]
+    #[arg(long, default_value_t = 32768, value_parser = table_size())]
     max_threads: u32,
     /// Capacity of each attribution tag table.
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 16384, value_parser = table_size())]
     max_tags: u32,
     /// Entries in the summary printed at the end.
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, default_value_t = 15, value_parser = count_parser(1, 100_000))]
     summary_rows: usize,
 }
 
@@ -265,7 +265,7 @@ struct RefreshArgs {
     #[arg(long, conflicts_with = "batch")]
     json: bool,
     /// Stop after this many refreshes.
-    #[arg(short = 'n', long = "iterations")]
+    #[arg(short = 'n', long = "iterations", value_parser = clap::value_parser!(u64).range(1..))]
     iterations: Option<u64>,
     /// One row per thread instead of per process.
     #[arg(short = 'H', long = "threads")]
@@ -284,7 +284,7 @@ struct FilterArgs {
     /// Only commands whose name matches this regular expression.
     #[arg(long)]
     comm: Option<String>,
-    /// Only tasks in this cgroup (v2 path, e.g. /sys/fs/cgroup/system.slice/nginx.service).
+    /// Only tasks in this cgroup v2 directory (absolute or relative to the cgroup2 mount).
     #[arg(long)]
     cgroup: Option<PathBuf>,
 }
@@ -296,10 +296,10 @@ struct CollectArgs {
     #[arg(long)]
     syscalls: bool,
     /// Capacity of the kernel's thread table; threads beyond it are counted as lost.
-    #[arg(long, default_value_t = 32768)]
+    #[arg(long, default_value_t = 32768, value_parser = table_size())]
     max_threads: u32,
     /// Capacity of each attribution tag table (sockets, block requests, work items).
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 16384, value_parser = table_size())]
     max_tags: u32,
     /// Seconds receive work may wait on a socket for its reader before it is billed to KERNEL.
     #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]
@@ -322,8 +322,21 @@ struct ServeArgs {
     #[arg(long, value_name = "HOST:PORT")]
     udp: Option<String>,
     /// Processes exported individually in /metrics; the rest are summed into pid="other".
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = count_parser(1, 100_000))]
     metrics_top: usize,
+}
+
+/// Most entries of a kernel table (thread table, tag tables): PID_MAX_LIMIT, the most tasks Linux
+/// can have. 0 would make the kernel refuse the map; more is memory for nothing.
+const MAX_TABLE: u32 = 4 * 1024 * 1024;
+
+fn table_size() -> impl clap::builder::TypedValueParser<Value = u32> {
+    clap::value_parser!(u32).range(1..=i64::from(MAX_TABLE))
+}
+
+/// A count of rows or entries, `min..=max`.
+fn count_parser(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(min..=max)
 }
 
 fn parse_delay(s: &str) -> Result<f64, String> {

@@ -8,6 +8,7 @@ mod report;
 mod self_usage;
 mod signals;
 mod syscalls;
+mod targets;
 mod top;
 
 use clap::Parser;

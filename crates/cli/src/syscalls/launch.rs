@@ -187,12 +187,3 @@ pub fn try_wait(pid: u32) -> Option<i32> {
     let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
     (r == pid as i32 || r < 0).then_some(status)
 }
-
-/// The process a thread id belongs to (`Tgid:` of /proc/TID/status).
-pub fn tgid_of(tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
-}

@@ -55,7 +55,7 @@ pub struct SyscallsOptions {
 /// How long the run loop waits for process events before it looks at the clock and the targets.
 const POLL: Duration = Duration::from_millis(10);
 
-pub fn run(opts: SyscallsOptions) -> Result<()> {
+pub fn run(mut opts: SyscallsOptions) -> Result<()> {
     signals::install();
     // Everything the user gave is checked before anything is loaded.
     let program = match &opts.target {
@@ -63,7 +63,8 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
             argv.first().map(String::as_str).unwrap_or_default(),
         )?),
         SyscallsTarget::Pids(pids) => {
-            crate::record::check_pids(pids)?;
+            // A thread id stands for its process: targets are processes.
+            opts.target = SyscallsTarget::Pids(crate::targets::resolve_pids(pids, "tracing")?);
             None
         }
         SyscallsTarget::System => None,
@@ -96,8 +97,7 @@ pub fn run(opts: SyscallsOptions) -> Result<()> {
         }
         (SyscallsTarget::Pids(pids), _) => {
             for &pid in pids {
-                // A thread id stands for its process: targets are processes.
-                tracer.add_target(launch::tgid_of(pid).unwrap_or(pid))?;
+                tracer.add_target(pid)?;
                 let _ = symbolizer.capture_process(pid);
             }
             None
