@@ -42,6 +42,36 @@ pub enum Command {
     /// Count syscalls and "A followed by B" per thread; find the sequences a batched call would save.
     #[command(after_help = SYSCALLS_EXAMPLES)]
     Syscalls(SyscallsArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...) generated from these options.
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
+    Completions(CompletionsArgs),
+    /// Print the man page pkprof(1), or write it and one page per subcommand into a directory.
+    #[command(after_help = MAN_EXAMPLES)]
+    Man(ManArgs),
+}
+
+const COMPLETIONS_EXAMPLES: &str = "Examples:
+  pkprof completions bash > /usr/share/bash-completion/completions/pkprof
+  pkprof completions zsh > /usr/share/zsh/vendor-completions/_pkprof
+  pkprof completions fish > /usr/share/fish/vendor_completions.d/pkprof.fish
+scripts/install.sh installs all three and the man pages.";
+
+#[derive(Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+const MAN_EXAMPLES: &str = "Examples:
+  pkprof man | man -l -                     read it now
+  pkprof man --dir /usr/share/man/man1      pkprof.1, pkprof-top.1, pkprof-record.1, ...";
+
+#[derive(Args)]
+pub struct ManArgs {
+    /// Write pkprof.1 and pkprof-SUBCOMMAND.1 for every subcommand here instead of pkprof.1 to stdout.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 const SYSCALLS_EXAMPLES: &str = "Examples:
@@ -265,7 +295,7 @@ struct RefreshArgs {
     #[arg(long, conflicts_with = "batch")]
     json: bool,
     /// Stop after this many refreshes.
-    #[arg(short = 'n', long = "iterations", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long = "iterations", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     iterations: Option<u64>,
     /// One row per thread instead of per process.
     #[arg(short = 'H', long = "threads")]

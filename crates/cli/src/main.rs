@@ -2,6 +2,7 @@
 //! turns any error into one line on stderr with a non-zero exit code.
 
 mod cli;
+mod cli_docs;
 mod output_file;
 mod record;
 mod report;
@@ -25,6 +26,8 @@ fn main() {
         cli::Command::Report(rep) => report::run_report(rep.into_options()),
         cli::Command::Diff(diff) => report::run_diff(diff.into_options()),
         cli::Command::Syscalls(sc) => syscalls::run(sc.into_options()),
+        cli::Command::Completions(c) => cli_docs::completions(c.shell),
+        cli::Command::Man(m) => cli_docs::man(m.dir.as_deref()),
     };
     if let Err(e) = result {
         // One line: the context chain joined (messages of other crates may span lines), never a

@@ -5,87 +5,10 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::pkprof_bin;
-
-/// A private tmux server with one 120x40 session running a command; killed when dropped.
-struct Tmux {
-    socket: String,
-    dir: PathBuf,
-}
-
-impl Tmux {
-    fn start(tag: &str, shell_cmd: &str) -> Tmux {
-        let socket = format!("pkprof-test-{tag}-{}", std::process::id());
-        let dir = std::env::temp_dir().join(&socket);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let t = Tmux { socket, dir };
-        let out = t.tmux(&[
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            "-s",
-            "pk",
-            shell_cmd,
-        ]);
-        assert!(out.status.success(), "tmux new-session: {out:?}");
-        t
-    }
-
-    fn tmux(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .expect("tmux runs (apt-get install tmux)")
-    }
-
-    fn screen(&self) -> String {
-        let out = self.tmux(&["capture-pane", "-p", "-t", "pk"]);
-        assert!(out.status.success(), "capture-pane: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// A tmux format variable of the pane, e.g. `alternate_on`.
-    fn var(&self, name: &str) -> String {
-        let out = self.tmux(&["display-message", "-p", "-t", "pk", &format!("#{{{name}}}")]);
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    fn file(&self, name: &str) -> Option<String> {
-        std::fs::read_to_string(self.dir.join(name))
-            .ok()
-            .filter(|s| s.ends_with('\n'))
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.tmux(&["kill-server"]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use common::tmux::{wait_for, Tmux};
 
 /// Runs `pkprof top -d 0.5` in a pane, checks the screen, sends `key`, checks the exit and the
 /// terminal afterwards. The pane's shell records pkprof's exit code and `stty -a` once it is done,
