@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use common::*;
 
+/// Runs pkprof to the end (the timeout only guards against a hang: on a loaded machine, loading
+/// and symbolizing a short recording can take minutes).
 fn pkprof(args: &[&str]) -> Output {
     run_with_timeout(
         Command::new(pkprof_bin()).args(args),
-        Duration::from_secs(60),
+        Duration::from_secs(600),
     )
 }
 
@@ -195,12 +197,12 @@ fn a_relative_cgroup_path_is_the_same_in_top_and_record() {
     outside.wait(Duration::from_secs(5));
 }
 
-/// A running multi-threaded workload (thread_duty: two threads busy 90% of each 50 ms) and the id
-/// of one of its threads that is not the main thread.
+/// A running multi-threaded workload (thread_duty: two threads busy 90% of each 50 ms for up to
+/// 120 s, killed when dropped) and the id of one of its threads that is not the main thread.
 fn threaded_workload() -> (Proc, u32) {
     let mut w = Proc::spawn(cmd(
         &build_workload("thread_duty"),
-        &["4", "50", "0.9", "0.9"],
+        &["120", "50", "0.9", "0.9"],
     ));
     w.send_line("go");
     let pid = w.pid();
