@@ -7,6 +7,8 @@ need_root() { [ "$(id -u)" = 0 ] || { echo "setup: run as root (apt-get and BPF 
 need_root
 
 apt_pkgs=(clang llvm bpftool libelf-dev zlib1g-dev pkg-config make gcc iproute2 linux-perf prometheus tmux curl strace graphviz tar)
+# The man pages are checked with man -l, the zsh and fish completions by those shells.
+apt_pkgs+=(man-db zsh fish)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,10 +14,15 @@ use crate::snapshot::{Snapshot, ThreadSample};
 /// Most syscall rows a frame carries (highest counts first).
 const MAX_SYSCALL_ROWS: usize = 64;
 
+/// Threads of a live process that exited (process rows only), with what the filter needs to
+/// bucket them if the view switches to per-thread rows.
 #[derive(Default)]
 struct DeadThreads {
     total: Counters,
     threads: u32,
+    comm: String,
+    cgroup_id: u64,
+    kthread: bool,
 }
 
 pub struct Accountant {
@@ -44,6 +49,31 @@ impl Accountant {
             dead: HashMap::new(),
             exited: Buckets::default(),
         }
+    }
+
+    /// Switches between per-thread and per-process rows from the next frame on (the interactive
+    /// view's `H`). Threads that exited in a process still running are counted in its row; thread
+    /// rows no longer show them, so their time moves into the exited sums, keeping every
+    /// nanosecond in one bucket.
+    pub fn set_per_thread(&mut self, per_thread: bool) {
+        if per_thread && !self.per_thread {
+            for (pid, d) in self.dead.drain() {
+                let row = Row {
+                    pid,
+                    comm: d.comm,
+                    cgroup_id: d.cgroup_id,
+                    kthread: d.kthread,
+                    total: d.total,
+                    ..Row::default()
+                };
+                bucket_row(&mut self.exited, &row, &self.filter);
+            }
+        }
+        self.per_thread = per_thread;
+    }
+
+    pub fn per_thread(&self) -> bool {
+        self.per_thread
     }
 
     /// Turns the next snapshot into a frame.
@@ -130,24 +160,15 @@ impl Accountant {
     /// before filtering; rows that exit here are folded into the running sums for later frames.
     fn buckets(&mut self, snap: &Snapshot, rows: &[Row]) -> Buckets {
         let mut b = Buckets::default();
-        let add_row = |b: &mut Buckets, r: &Row, filter: &Filter| {
-            if r.kthread {
-                b.kernel_ns += r.total.cost_ns();
-            } else if filter.keeps(r.pid, r.tid, &r.comm, r.cgroup_id) {
-                b.processes_ns += r.total.cost_ns();
-            } else {
-                b.other_ns += r.total.cost_ns();
-            }
-        };
         for r in rows {
-            add_row(&mut b, r, &self.filter);
+            bucket_row(&mut b, r, &self.filter);
         }
         // Rows that exited in earlier frames; this frame's exits are in `rows` one last time.
         b.processes_ns += self.exited.processes_ns;
         b.other_ns += self.exited.other_ns;
         b.kernel_ns += self.exited.kernel_ns;
         for r in rows.iter().filter(|r| r.exited) {
-            add_row(&mut self.exited, r, &self.filter);
+            bucket_row(&mut self.exited, r, &self.filter);
         }
         for c in &snap.cpus {
             b.wall_ns += c.total_ns();
@@ -206,6 +227,11 @@ impl Accountant {
             let d = self.dead.entry(t.pid).or_default();
             d.total.add(total);
             d.threads += 1;
+            if d.threads == 1 || t.tid == t.pid {
+                d.comm = t.comm.clone();
+                d.cgroup_id = t.cgroup_id;
+            }
+            d.kthread |= t.kthread;
         }
         for row in rows.iter().filter(|r| r.exited) {
             self.dead.remove(&row.pid);
@@ -273,6 +299,18 @@ impl Accountant {
         });
         out.truncate(MAX_SYSCALL_ROWS);
         out
+    }
+}
+
+/// Adds a row's cumulative cost to its bucket: KERNEL for kernel threads, processes for rows the
+/// filter keeps, OTHER for the rest.
+fn bucket_row(b: &mut Buckets, r: &Row, filter: &Filter) {
+    if r.kthread {
+        b.kernel_ns += r.total.cost_ns();
+    } else if filter.keeps(r.pid, r.tid, &r.comm, r.cgroup_id) {
+        b.processes_ns += r.total.cost_ns();
+    } else {
+        b.other_ns += r.total.cost_ns();
     }
 }
 

@@ -364,3 +364,69 @@ fn untracked_time_goes_to_other_and_kernel_not_nowhere() {
         b.wall_ns
     );
 }
+
+/// The interactive view's `H` switches rows between processes and threads mid-run: the since-start
+/// buckets still hold every nanosecond once, whichever way and however often it switches, also
+/// for a thread that exited while its process runs on (counted in the process row, then in the
+/// exited sums once rows are threads).
+#[test]
+fn buckets_add_up_when_switching_between_process_and_thread_rows() {
+    let filter = Filter {
+        pids: vec![10],
+        ..Filter::default()
+    };
+    let mut a = Accountant::new(false, filter, 0);
+    let cpu = CpuCounters {
+        cpu: 0,
+        idle_ns: 100 * MS,
+        task_ns: 900 * MS,
+        ..CpuCounters::default()
+    };
+    let frame = |a: &mut Accountant, threads: Vec<ThreadSample>| {
+        let f = a.update(
+            &Snapshot {
+                mono_ns: 1000 * MS,
+                threads,
+                cpus: vec![cpu],
+                ..Snapshot::default()
+            },
+            SelfUsage::default(),
+        );
+        let b = &f.buckets;
+        assert_eq!(b.wall_ns, 1000 * MS);
+        assert_eq!(
+            b.idle_ns + b.processes_ns + b.other_ns + b.kernel_ns + b.in_flight_ns,
+            b.wall_ns,
+            "{b:?} (per_thread {})",
+            f.per_thread
+        );
+        assert_eq!(b.processes_ns, 600 * MS, "process 10's three threads");
+        assert_eq!(b.other_ns, 300 * MS, "process 20");
+        f
+    };
+    let main = thread(10, 10, "srv", 200, 0, false);
+    let worker = thread(11, 10, "srv", 300, 0, false);
+    let helper = thread(12, 10, "srv", 100, 0, false);
+    let other = thread(20, 20, "batch", 300, 0, false);
+    let mut helper_gone = helper.clone();
+    helper_gone.exited = true;
+    frame(
+        &mut a,
+        vec![main.clone(), worker.clone(), helper.clone(), other.clone()],
+    );
+    // The helper thread exits while the process runs on; its time stays in the process row.
+    let f = frame(
+        &mut a,
+        vec![main.clone(), worker.clone(), helper_gone, other.clone()],
+    );
+    assert_eq!(f.rows.iter().find(|r| r.pid == 10).unwrap().threads, 3);
+    frame(&mut a, vec![main.clone(), worker.clone(), other.clone()]);
+    a.set_per_thread(true);
+    let f = frame(&mut a, vec![main.clone(), worker.clone(), other.clone()]);
+    assert!(f.per_thread && f.rows.iter().all(|r| r.tid.is_some()));
+    a.set_per_thread(false);
+    let f = frame(&mut a, vec![main.clone(), worker.clone(), other.clone()]);
+    assert!(!f.per_thread);
+    a.set_per_thread(true);
+    frame(&mut a, vec![main, worker, other]);
+}

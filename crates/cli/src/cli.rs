@@ -42,6 +42,36 @@ pub enum Command {
     /// Count syscalls and "A followed by B" per thread; find the sequences a batched call would save.
     #[command(after_help = SYSCALLS_EXAMPLES)]
     Syscalls(SyscallsArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...) generated from these options.
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
+    Completions(CompletionsArgs),
+    /// Print the man page pkprof(1), or write it and one page per subcommand into a directory.
+    #[command(after_help = MAN_EXAMPLES)]
+    Man(ManArgs),
+}
+
+const COMPLETIONS_EXAMPLES: &str = "Examples:
+  pkprof completions bash > /usr/share/bash-completion/completions/pkprof
+  pkprof completions zsh > /usr/share/zsh/vendor-completions/_pkprof
+  pkprof completions fish > /usr/share/fish/vendor_completions.d/pkprof.fish
+scripts/install.sh installs all three and the man pages.";
+
+#[derive(Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+const MAN_EXAMPLES: &str = "Examples:
+  pkprof man | man -l -                     read it now
+  pkprof man --dir /usr/share/man/man1      pkprof.1, pkprof-top.1, pkprof-record.1, ...";
+
+#[derive(Args)]
+pub struct ManArgs {
+    /// Write pkprof.1 and pkprof-SUBCOMMAND.1 for every subcommand here instead of pkprof.1 to stdout.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 const SYSCALLS_EXAMPLES: &str = "Examples:
@@ -70,7 +100,7 @@ pub struct SyscallsArgs {
     #[arg(short = 'o', long)]
     output: Option<PathBuf>,
     /// Clusters and edges shown in the text report.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = count_parser(1, 100_000))]
     top: usize,
     /// Keep the user stack of every Nth call of a thread (and each transition's first); 0: none.
     #[arg(long, default_value_t = 64)]
@@ -165,16 +195,16 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]
     tag_expire: f64,
     /// Capacity of the kernel's thread table.
-    #[arg(long, default_value_t = 32768)]
+    #[arg(long, default_value_t = 32768, value_parser = table_size())]
     max_threads: u32,
     /// Capacity of the kernel's set of target processes alive at once (-- CMD and its children).
     #[arg(long, default_value_t = pkprof_collect::record::DEFAULT_MAX_TARGETS, value_parser = clap::value_parser!(u32).range(1..))]
     max_targets: u32,
     /// Capacity of each attribution tag table.
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 16384, value_parser = table_size())]
     max_tags: u32,
     /// Entries in the summary printed at the end.
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, default_value_t = 15, value_parser = count_parser(1, 100_000))]
     summary_rows: usize,
 }
 
@@ -269,7 +299,7 @@ struct RefreshArgs {
     #[arg(long, conflicts_with = "batch")]
     json: bool,
     /// Stop after this many refreshes.
-    #[arg(short = 'n', long = "iterations")]
+    #[arg(short = 'n', long = "iterations", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     iterations: Option<u64>,
     /// One row per thread instead of per process.
     #[arg(short = 'H', long = "threads")]
@@ -288,7 +318,7 @@ struct FilterArgs {
     /// Only commands whose name matches this regular expression.
     #[arg(long)]
     comm: Option<String>,
-    /// Only tasks in this cgroup (v2 path, e.g. /sys/fs/cgroup/system.slice/nginx.service).
+    /// Only tasks in this cgroup v2 directory (absolute or relative to the cgroup2 mount).
     #[arg(long)]
     cgroup: Option<PathBuf>,
 }
@@ -300,10 +330,10 @@ struct CollectArgs {
     #[arg(long)]
     syscalls: bool,
     /// Capacity of the kernel's thread table; threads beyond it are counted as lost.
-    #[arg(long, default_value_t = 32768)]
+    #[arg(long, default_value_t = 32768, value_parser = table_size())]
     max_threads: u32,
     /// Capacity of each attribution tag table (sockets, block requests, work items).
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 16384, value_parser = table_size())]
     max_tags: u32,
     /// Seconds receive work may wait on a socket for its reader before it is billed to KERNEL.
     #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]
@@ -326,8 +356,21 @@ struct ServeArgs {
     #[arg(long, value_name = "HOST:PORT")]
     udp: Option<String>,
     /// Processes exported individually in /metrics; the rest are summed into pid="other".
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = count_parser(1, 100_000))]
     metrics_top: usize,
+}
+
+/// Most entries of a kernel table (thread table, tag tables): PID_MAX_LIMIT, the most tasks Linux
+/// can have. 0 would make the kernel refuse the map; more is memory for nothing.
+const MAX_TABLE: u32 = 4 * 1024 * 1024;
+
+fn table_size() -> impl clap::builder::TypedValueParser<Value = u32> {
+    clap::value_parser!(u32).range(1..=i64::from(MAX_TABLE))
+}
+
+/// A count of rows or entries, `min..=max`.
+fn count_parser(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(min..=max)
 }
 
 fn parse_delay(s: &str) -> Result<f64, String> {

@@ -2,6 +2,7 @@
 //! turns any error into one line on stderr with a non-zero exit code.
 
 mod cli;
+mod cli_docs;
 mod output_file;
 mod record;
 mod report;
@@ -9,6 +10,7 @@ mod self_usage;
 mod signals;
 mod stdout;
 mod syscalls;
+mod targets;
 mod top;
 mod workload;
 
@@ -27,6 +29,8 @@ fn main() {
         cli::Command::Report(rep) => report::run_report(rep.into_options()).map(|()| 0),
         cli::Command::Diff(diff) => report::run_diff(diff.into_options()).map(|()| 0),
         cli::Command::Syscalls(sc) => syscalls::run(sc.into_options()),
+        cli::Command::Completions(c) => cli_docs::completions(c.shell).map(|()| 0),
+        cli::Command::Man(m) => cli_docs::man(m.dir.as_deref()).map(|()| 0),
     };
     match result {
         Ok(0) => {}

@@ -96,7 +96,7 @@ pub struct Lost {
 impl Lost {
     /// Every count with its name as reports print it (`ring buffer full`), zeros included, in a
     /// fixed order. Destructures the struct so that a new field cannot be left out of reports.
-    pub fn parts(&self) -> [(&'static str, u64); 6] {
+    pub fn parts(&self) -> [(&'static str, u64); 8] {
         let Lost {
             ring_buffer_full,
             kernel_stack_errors,
@@ -104,6 +104,8 @@ impl Lost {
             held_expired,
             maps_missing,
             bpf_missed_events,
+            thread_table_full,
+            target_table_full,
         } = *self;
         [
             ("ring buffer full", ring_buffer_full),
@@ -112,6 +114,8 @@ impl Lost {
             ("held samples expired", held_expired),
             ("samples without maps", maps_missing),
             ("BPF events missed", bpf_missed_events),
+            ("thread table full", thread_table_full),
+            ("target table full", target_table_full),
         ]
     }
 }

@@ -27,10 +27,11 @@ pub use options::{parse_probe, RecordOptions, Target, DEFAULT_FREQUENCY_HZ, DEFA
 use session::{Session, StopReason, StopWhen};
 
 use crate::output_file::OutputFile;
-pub use target::{check_pids, find_program};
+pub use target::find_program;
 
 use crate::self_usage::own_cpu_ns;
 use crate::signals;
+use crate::targets;
 use crate::workload::{Ended, Workload};
 
 /// Records; returns pkprof's exit status: the command's (see `workload`), 0 without one.
@@ -38,11 +39,11 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     // Check everything the user gave before loading anything.
     let target_set = match &opts.target {
         Target::Pids(pids) => {
-            target::check_pids(pids)?;
+            opts.target = Target::Pids(targets::resolve_pids(pids, "recording")?);
             TargetSet::Kernel
         }
         Target::Cgroup(path) => {
-            let dir = target::resolve_cgroup(path)?;
+            let dir = targets::resolve_cgroup(path)?;
             opts.target = Target::Cgroup(dir.clone());
             TargetSet::Cgroup(
                 CgroupTree::new(&dir)

@@ -1,7 +1,6 @@
-//! Preparing the targets: checks that PIDs, cgroups and probed binaries exist, and starts the
-//! command to profile.
+//! Preparing the targets: checks that probed binaries exist, and starts the command to profile
+//! (PIDs and cgroups are resolved by crate::targets, shared with `top` and `syscalls`).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
@@ -17,52 +16,6 @@ pub fn spawn(argv: &[String]) -> Result<Child> {
         .args(args)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot run {prog}: {e}"))
-}
-
-/// Every PID must name a live process.
-pub fn check_pids(pids: &[u32]) -> Result<()> {
-    for pid in pids {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            bail!("no process with PID {pid}");
-        }
-    }
-    Ok(())
-}
-
-/// A cgroup v2 directory: absolute, or relative to the cgroup2 mount.
-pub fn resolve_cgroup(path: &Path) -> Result<PathBuf> {
-    let candidates: Vec<PathBuf> = if path.is_absolute() {
-        vec![path.to_path_buf()]
-    } else {
-        cgroup2_mounts().into_iter().map(|m| m.join(path)).collect()
-    };
-    for c in &candidates {
-        if c.is_dir() {
-            return Ok(c.clone());
-        }
-    }
-    bail!(
-        "no cgroup {} (give a cgroup v2 directory, e.g. /sys/fs/cgroup/system.slice/nginx.service)",
-        path.display()
-    )
-}
-
-/// Mount points of cgroup2, from /proc/self/mountinfo.
-fn cgroup2_mounts() -> Vec<PathBuf> {
-    let mut text = String::new();
-    if std::fs::File::open("/proc/self/mountinfo")
-        .and_then(|mut f| f.read_to_string(&mut text))
-        .is_err()
-    {
-        return vec![PathBuf::from("/sys/fs/cgroup")];
-    }
-    text.lines()
-        .filter_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            post.starts_with("cgroup2 ")
-                .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))?
-        })
-        .collect()
 }
 
 /// A program as exec would find it: a path (taken as given), or a bare name looked up in PATH.

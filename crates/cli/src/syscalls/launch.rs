@@ -179,12 +179,3 @@ impl Drop for Held {
         }
     }
 }
-
-/// The process a thread id belongs to (`Tgid:` of /proc/TID/status).
-pub fn tgid_of(tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
-}

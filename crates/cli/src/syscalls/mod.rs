@@ -56,7 +56,7 @@ pub struct SyscallsOptions {
 const POLL: Duration = Duration::from_millis(10);
 
 /// Traces and reports; returns pkprof's exit status: the command's (see `workload`), 0 without one.
-pub fn run(opts: SyscallsOptions) -> Result<i32> {
+pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
     signals::install();
     // Everything the user gave is checked before anything is loaded.
     let program = match &opts.target {
@@ -64,7 +64,8 @@ pub fn run(opts: SyscallsOptions) -> Result<i32> {
             argv.first().map(String::as_str).unwrap_or_default(),
         )?),
         SyscallsTarget::Pids(pids) => {
-            crate::record::check_pids(pids)?;
+            // A thread id stands for its process: targets are processes.
+            opts.target = SyscallsTarget::Pids(crate::targets::resolve_pids(pids, "tracing")?);
             None
         }
         SyscallsTarget::System => None,
@@ -97,8 +98,7 @@ pub fn run(opts: SyscallsOptions) -> Result<i32> {
         }
         (SyscallsTarget::Pids(pids), _) => {
             for &pid in pids {
-                // A thread id stands for its process: targets are processes.
-                tracer.add_target(launch::tgid_of(pid).unwrap_or(pid))?;
+                tracer.add_target(pid)?;
                 let _ = symbolizer.capture_process(pid);
             }
             None

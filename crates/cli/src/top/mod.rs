@@ -7,6 +7,7 @@ mod sampler;
 mod tui;
 
 use std::io::IsTerminal;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -44,9 +45,10 @@ pub fn run(opts: TopOptions) -> Result<()> {
 
     signals::install();
     let (frames_tx, frames_rx) = mpsc::channel::<Arc<Frame>>();
-    let sampler = sampler::spawn(&opts, filter, frames_tx, sinks)?;
+    let per_thread = Arc::new(AtomicBool::new(opts.per_thread));
+    let sampler = sampler::spawn(&opts, per_thread.clone(), filter, frames_tx, sinks)?;
     let shown = if interactive {
-        tui::run(&opts, &frames_rx)
+        tui::run(&opts, &frames_rx, &per_thread)
     } else {
         batch::run(&opts, &frames_rx)
     };

@@ -5,9 +5,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use pkprof_accounting::Filter;
 use pkprof_collect::CollectorOptions;
+
+use crate::targets;
 
 #[derive(Clone, Debug)]
 pub struct TopOptions {
@@ -44,12 +46,15 @@ impl TopOptions {
     }
 
     /// Builds the row filter; a bad regex, a missing cgroup or a PID that does not exist is an error.
+    /// Rows are processes unless -H: then a thread id selects its process (said on stderr), as in
+    /// `record`; with -H it selects that thread's row.
     pub fn filter(&self) -> Result<Filter> {
-        for pid in &self.pids {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                bail!("no process with PID {pid}");
-            }
-        }
+        let pids = if self.per_thread {
+            targets::check_tasks(&self.pids)?;
+            self.pids.clone()
+        } else {
+            targets::resolve_pids(&self.pids, "showing")?
+        };
         let comm = match &self.comm {
             Some(re) => Some(
                 regex::Regex::new(re)
@@ -58,11 +63,11 @@ impl TopOptions {
             None => None,
         };
         let cgroup_ids = match &self.cgroup {
-            Some(path) => vec![cgroup_id(path)?],
+            Some(path) => vec![cgroup_id(&targets::resolve_cgroup(path)?)?],
             None => Vec::new(),
         };
         Ok(Filter {
-            pids: self.pids.clone(),
+            pids,
             comm,
             cgroup_ids,
         })
@@ -70,17 +75,7 @@ impl TopOptions {
 }
 
 /// A cgroup v2 directory's id is its inode number (what bpf_get_current_cgroup_id returns).
-/// A path relative to the cgroup root (`system.slice/x.service`) is accepted too.
-fn cgroup_id(path: &Path) -> Result<u64> {
-    let full = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        Path::new("/sys/fs/cgroup").join(path)
-    };
-    let meta =
-        std::fs::metadata(&full).with_context(|| format!("cgroup {} not found", full.display()))?;
-    if !meta.is_dir() {
-        bail!("cgroup {} is not a directory", full.display());
-    }
+fn cgroup_id(dir: &Path) -> Result<u64> {
+    let meta = std::fs::metadata(dir).with_context(|| format!("cgroup {}", dir.display()))?;
     Ok(meta.ino())
 }

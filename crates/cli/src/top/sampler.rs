@@ -2,6 +2,7 @@
 //! frames and hands each frame to the display and to every server.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -19,9 +20,11 @@ use crate::signals;
 /// Anything that wants every frame (HTTP server, UDP sender).
 pub type Sink = Box<dyn FnMut(&Arc<Frame>) + Send>;
 
-/// Starts the sampler; returns once the BPF programs are attached (or failed to be).
+/// Starts the sampler; returns once the BPF programs are attached (or failed to be). Rows are per
+/// thread while `per_thread` is set (the interactive view switches it with `H`).
 pub fn spawn(
     opts: &TopOptions,
+    per_thread: Arc<AtomicBool>,
     filter: Filter,
     frames: Sender<Arc<Frame>>,
     mut sinks: Vec<Sink>,
@@ -61,6 +64,7 @@ pub fn spawn(
                         }
                         thread::sleep((deadline - Instant::now()).min(Duration::from_millis(50)));
                     }
+                    accountant.set_per_thread(per_thread.load(Ordering::Relaxed));
                     let snap = collector.snapshot()?;
                     let frame = Arc::new(accountant.update(&snap, meter.sample(snap.mono_ns)));
                     for sink in sinks.iter_mut() {

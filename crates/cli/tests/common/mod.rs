@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub mod netns;
+pub mod tmux;
 
 pub fn pkprof_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_pkprof"))
