@@ -563,3 +563,72 @@ fn lines_option_adds_source_positions() {
         "{hot:?}"
     );
 }
+
+/// `/proc/kallsyms` now: (start address, name) of every BPF program, sorted, with the address of
+/// the next symbol (any kind) as its end (kallsyms has no sizes).
+fn bpf_prog_ranges() -> Vec<(u64, u64, String)> {
+    let text = std::fs::read_to_string("/proc/kallsyms").expect("read /proc/kallsyms");
+    let mut syms: Vec<(u64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_ascii_whitespace();
+            let addr = u64::from_str_radix(it.next()?, 16).ok()?;
+            let name = it.nth(1)?;
+            (addr != 0).then(|| (addr, name.to_string()))
+        })
+        .collect();
+    syms.sort();
+    syms.windows(2)
+        .filter(|w| w[0].1.starts_with("bpf_prog_") && w[1].0 > w[0].0)
+        .map(|w| (w[0].0, w[1].0, w[0].1.clone()))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn own_bpf_programs_are_named_from_kallsyms() {
+    // A context-switch-heavy load runs pkprof's own programs (sched_switch, syscalls) all the
+    // time; at 4,999 Hz some samples land in them. They are unloaded when the recording ends, so
+    // their names must be taken while they are loaded: kallsyms is read here mid-recording as the
+    // ground truth.
+    let bin = build_workload("pipe_pingpong");
+    let rec = Recording::start(
+        "bpfprog",
+        &["-a", "-F", "4999", "--duration", "4", "--syscalls"],
+    );
+    let mut load = Command::new(&bin)
+        .arg("5")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let progs = bpf_prog_ranges();
+    let (_, p) = rec.finish();
+    let _ = load.wait();
+    let (mut named, mut unnamed) = (0, Vec::new());
+    for s in &p.samples {
+        for f in p
+            .stack_frames(s.stack)
+            .filter(|f| f.kind == FrameKind::Kernel)
+        {
+            let i = progs.partition_point(|r| r.0 <= f.offset);
+            let Some((_, end, name)) = i.checked_sub(1).map(|i| &progs[i]) else {
+                continue;
+            };
+            if f.offset >= *end {
+                continue;
+            }
+            if f.name == *name {
+                named += s.count;
+            } else {
+                unnamed.push(format!("{} (kallsyms: {name})", f.name));
+            }
+        }
+    }
+    eprintln!("{named} samples in BPF programs named; misnamed: {unnamed:?}");
+    assert!(
+        unnamed.is_empty(),
+        "frames in BPF programs misnamed: {unnamed:?}"
+    );
+    assert!(named > 0, "no sample landed in a BPF program");
+}

@@ -160,6 +160,13 @@ impl Symbolizer {
         )
     }
 
+    /// Reads the kernel's symbol table now rather than at the first `symbolize_kernel`: call it
+    /// before unloading BPF programs whose samples are to be named (pkprof's own, at the end of
+    /// a recording). JIT code (`[bpf]`) is named from this snapshot.
+    pub fn snapshot_kernel_symbols(&mut self) {
+        self.kernel.snapshot(&mut self.warnings);
+    }
+
     /// Symbolize kernel addresses through kallsyms (needs root). `module` is `[kernel]` or the
     /// kernel module's name (`[ext4]`, `[bpf]` for BPF programs); unknown addresses become
     /// `[kernel]+0xADDR`. Frame offsets are the addresses.

@@ -117,6 +117,8 @@ pub fn run(mut opts: RecordOptions) -> Result<()> {
     let func_reads = collector.func_counts();
     let frame = recorded.last_frame.clone().unwrap_or_default();
     let cpu_recording = own_cpu_ns().saturating_sub(cpu_before);
+    // Our programs' kallsyms names vanish with them: read the kernel's symbols before detaching.
+    symbolizer.snapshot_kernel_symbols();
     drop(collector); // detach before symbolizing: our own work is not sampled
 
     let exit_note = match recorded.stop {
