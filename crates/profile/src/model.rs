@@ -93,9 +93,10 @@ pub struct Overhead {
     /// pkprof's own CPU time (user + system) while recording, and while symbolizing.
     pub pkprof_cpu_ns: u64,
     pub symbolize_ns: u64,
-    /// Run time and run count of pkprof's BPF programs (kernel stats).
-    pub bpf_run_ns: u64,
-    pub bpf_run_count: u64,
+    /// Run time and run count of pkprof's BPF programs (kernel stats); `None` when not measured
+    /// (the kernel's BPF stats need CAP_SYS_ADMIN, or `--no-bpf-stats` was given).
+    pub bpf_run_ns: Option<u64>,
+    pub bpf_run_count: Option<u64>,
 }
 
 /// Exact CPU time of the recording (every CPU, the whole duration), split into buckets.
