@@ -673,3 +673,64 @@ fn bpf_cost_without_cap_sys_admin_is_not_measured() {
         assert_eq!(p.meta.overhead.bpf_run_count, None);
     }
 }
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn wild_frame_pointer_walks_stop_and_are_marked_truncated() {
+    // Three threads spin while rbp holds ASCII data, a frame pointing to itself, or a frame whose
+    // return address is ASCII data; the main thread spins with sound frame pointers (see the
+    // workload's comment). The kernel's walk (bpf_get_stack, and perf -g) gives `fake_caller`
+    // 126 times in a row and `[unknown]+0xd4b4f2030303132` roots there.
+    let bin = build_workload_with("wild_frames", &["-fomit-frame-pointer"]);
+    let bin_s = bin.to_str().unwrap();
+    let (_, p) = record("wild", &["-F", "999", "--", bin_s, "2"]);
+    let pid = p.meta.targets.pids[0];
+    let mut seen: std::collections::HashMap<&str, u64> = Default::default();
+    for s in p.samples.iter().filter(|s| s.pid == pid) {
+        let frames = &p.stacks[s.stack as usize].frames;
+        let names = frame_names(&p, s.stack);
+        let Some(spin) = [
+            "spin_ascii_rbp",
+            "spin_self_frame",
+            "spin_ascii_ret",
+            "normal_spin",
+        ]
+        .into_iter()
+        .find(|f| names.iter().any(|(_, n)| n == f)) else {
+            continue;
+        };
+        *seen.entry(spin).or_default() += s.count;
+        assert!(
+            !names.iter().any(|(_, n)| n.starts_with("[unknown]")),
+            "a frame outside every mapping: {names:?}"
+        );
+        assert!(
+            frames.windows(2).all(|w| w[0] != w[1]),
+            "a frame repeated in a row (no recursion here): {names:?}"
+        );
+        let marked = names.first() == Some(&(FrameKind::Truncated, "[truncated]"));
+        match spin {
+            "spin_self_frame" | "spin_ascii_ret" => {
+                assert!(marked, "a broken walk not marked truncated: {names:?}")
+            }
+            "normal_spin" => assert!(
+                !marked && names.iter().any(|(_, n)| *n == "normal_outer"),
+                "a sound walk cut or marked: {names:?}"
+            ),
+            _ => {}
+        }
+    }
+    eprintln!("samples by function: {seen:?}");
+    for (f, n) in &seen {
+        assert!(*n > 20, "too few samples in {f}: {seen:?}");
+    }
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    // The report shows the mark as the root frame.
+    let out = Command::new(pkprof_bin())
+        .args(["report", "--graph", "--plain-names"])
+        .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("wild.pkprof"))
+        .output()
+        .expect("pkprof report runs");
+    let graph = String::from_utf8_lossy(&out.stdout);
+    assert!(graph.contains("[truncated]"), "{graph}");
+}

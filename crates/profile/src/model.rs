@@ -139,10 +139,14 @@ pub enum FrameKind {
     /// The syscall boundary: joins the user frame that made a syscall to the kernel frames that ran
     /// it; named `sys_<name>` (e.g. `sys_read`).
     Syscall,
+    /// Not code: the root mark (`[truncated]`) of a stack whose outer callers are missing, because
+    /// the frame-pointer walk met a broken chain.
+    Truncated,
 }
 
 /// A call stack, root (outermost caller) first: user frames, then the syscall boundary, then kernel
-/// frames down to the sampled one.
+/// frames down to the sampled one. A `[truncated]` frame ([`FrameKind::Truncated`]) first says the
+/// outer callers are missing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stack {
     pub frames: Vec<FrameId>,

@@ -136,6 +136,12 @@ impl Symbolizer {
         }
     }
 
+    /// Whether `addr` lies in an executable mapping captured for `pid`; `None` when nothing was
+    /// captured for it (the question cannot be answered).
+    pub fn is_executable(&self, pid: u32, addr: u64) -> Option<bool> {
+        Some(self.processes.get(&pid)?.find(addr).is_some())
+    }
+
     /// Symbolize user addresses of `pid` (already adjusted by the caller: return address - 1 for
     /// non-leaf frames). Returns, for each address, one or more frames, outermost first (with
     /// `lines`, functions inlined at that address follow the function they are inlined into,
