@@ -6,7 +6,7 @@ set -euo pipefail
 need_root() { [ "$(id -u)" = 0 ] || { echo "setup: run as root (apt-get and BPF need it)" >&2; exit 1; }; }
 need_root
 
-apt_pkgs=(clang llvm bpftool libelf-dev zlib1g-dev pkg-config make gcc iproute2 linux-perf prometheus tmux curl strace graphviz tar)
+apt_pkgs=(clang llvm bpftool libelf-dev zlib1g-dev pkg-config make gcc iproute2 linux-perf prometheus tmux curl strace graphviz tar xz-utils)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

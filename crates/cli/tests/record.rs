@@ -734,3 +734,60 @@ fn wild_frame_pointer_walks_stop_and_are_marked_truncated() {
     let graph = String::from_utf8_lossy(&out.stdout);
     assert!(graph.contains("[truncated]"), "{graph}");
 }
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn stripped_library_routines_are_named_by_exported_symbols() {
+    // Debian's liblzma is stripped: only its exported .dynsym symbols are left, so xz's hot code
+    // (the match finder, the encoder) is covered by no symbol. Each such address used to be a
+    // routine of its own (`liblzma.so.5.4.1+0x15bc9`, `+0x1692b`, ...).
+    let xz = Path::new("/usr/bin/xz");
+    assert!(
+        xz.exists(),
+        "xz is missing: run scripts/setup.sh (xz-utils)"
+    );
+    let input = Path::new(env!("CARGO_TARGET_TMPDIR")).join("xz-input.txt");
+    // 3 MB of text that compresses poorly enough to keep xz -9 busy for a few seconds.
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    let text: String = (0..3_000_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (b'a' + (x % 26) as u8) as char
+        })
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let script = format!("xz -9 -T1 -c {} > /dev/null", input.display());
+    let (_, p) = record("xz", &["-F", "999", "--", "sh", "-c", &script]);
+    let lzma: Vec<&str> = p
+        .frames
+        .iter()
+        .filter(|f| f.module.contains("liblzma"))
+        .map(|f| f.name.as_str())
+        .collect();
+    eprintln!(
+        "{} liblzma frames, e.g. {:?}",
+        lzma.len(),
+        &lzma[..lzma.len().min(5)]
+    );
+    assert!(!lzma.is_empty(), "no sample in liblzma");
+    assert!(
+        lzma.iter().all(|n| !n.contains("+0x")),
+        "liblzma addresses named one by one: {lzma:?}"
+    );
+    let out = Command::new(pkprof_bin())
+        .args(["report", "--flat", "--plain-names"])
+        .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("xz.pkprof"))
+        .output()
+        .expect("pkprof report runs");
+    let flat = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = flat.lines().filter(|l| l.contains("liblzma")).collect();
+    eprintln!("{}", rows[..rows.len().min(8)].join("\n"));
+    assert!(
+        rows.iter()
+            .any(|l| l.contains("liblzma.so") && l.contains("!<after lzma_")),
+        "{flat}"
+    );
+    assert!(!rows.iter().any(|l| l.contains("+0x")), "{flat}");
+}
