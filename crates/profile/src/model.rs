@@ -115,14 +115,15 @@ pub struct CpuTime {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Frame {
     pub kind: FrameKind,
-    /// Demangled function name, or `module+0xOFFSET` when unknown (never empty).
+    /// Demangled function name, or `module+0xOFFSET` when unknown, or `module!<after SYMBOL>` /
+    /// `module!<unknown>` for code of a file that no symbol covers (never empty).
     pub name: String,
     /// Binary or shared object path for user frames, `[kernel]` or the module name for kernel
     /// frames, `[syscall]` for syscall-boundary frames.
     pub module: String,
     /// File offset in `module` (user) or address (kernel) of the sampled instruction.
     pub offset: u64,
-    /// False when `name` is the `module+0xOFFSET` fallback.
+    /// False when no symbol names the address (`module+0xOFFSET`, `module!<after SYMBOL>`).
     pub symbolized: bool,
     /// Source position (`record --lines`).
     pub file: Option<String>,
