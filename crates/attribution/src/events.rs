@@ -48,6 +48,9 @@ pub struct SampleEvent {
     /// The kernel could not read that stack (the sample keeps the other part).
     pub kstack_error: bool,
     pub ustack_error: bool,
+    /// The user stack's frame-pointer walk stopped where the chain went wrong (a frame pointer
+    /// that did not increase, or could not be read): the outer callers are missing.
+    pub ustack_truncated: bool,
 }
 
 /// Where held samples go next.

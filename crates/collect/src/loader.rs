@@ -274,6 +274,16 @@ impl Collector {
         self.options.max_threads
     }
 
+    /// Whether the kernel times our programs (run time and run count in `bpf_prog_info`): with
+    /// the BPF_ENABLE_STATS descriptor taken at start (needs CAP_SYS_ADMIN), or when stats are on
+    /// for every program (`sysctl kernel.bpf_stats_enabled=1`). Without either, both stay 0,
+    /// which means "not measured", not "free".
+    pub fn bpf_stats_enabled(&self) -> bool {
+        self._stats_fd.is_some()
+            || std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
+                .is_ok_and(|s| s.trim() == "1")
+    }
+
     /// File descriptors and names of the loaded programs, for run-time statistics.
     pub(crate) fn prog_fds(&self) -> Vec<(String, i32)> {
         self.skel

@@ -126,9 +126,10 @@ pub struct Overhead {
     /// pkprof's own CPU time (user + system) while recording, and while symbolizing.
     pub pkprof_cpu_ns: u64,
     pub symbolize_ns: u64,
-    /// Run time and run count of pkprof's BPF programs (kernel stats).
-    pub bpf_run_ns: u64,
-    pub bpf_run_count: u64,
+    /// Run time and run count of pkprof's BPF programs (kernel stats); `None` when not measured
+    /// (the kernel's BPF stats need CAP_SYS_ADMIN, or `--no-bpf-stats` was given).
+    pub bpf_run_ns: Option<u64>,
+    pub bpf_run_count: Option<u64>,
 }
 
 /// Exact CPU time of the recording (every CPU, the whole duration), split into buckets.
@@ -150,14 +151,15 @@ pub struct CpuTime {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Frame {
     pub kind: FrameKind,
-    /// Demangled function name, or `module+0xOFFSET` when unknown (never empty).
+    /// Demangled function name, or `module+0xOFFSET` when unknown, or `module!<after SYMBOL>` /
+    /// `module!<unknown>` for code of a file that no symbol covers (never empty).
     pub name: String,
     /// Binary or shared object path for user frames, `[kernel]` or the module name for kernel
     /// frames, `[syscall]` for syscall-boundary frames.
     pub module: String,
     /// File offset in `module` (user) or address (kernel) of the sampled instruction.
     pub offset: u64,
-    /// False when `name` is the `module+0xOFFSET` fallback.
+    /// False when no symbol names the address (`module+0xOFFSET`, `module!<after SYMBOL>`).
     pub symbolized: bool,
     /// Source position (`record --lines`).
     pub file: Option<String>,
@@ -174,10 +176,14 @@ pub enum FrameKind {
     /// The syscall boundary: joins the user frame that made a syscall to the kernel frames that ran
     /// it; named `sys_<name>` (e.g. `sys_read`).
     Syscall,
+    /// Not code: the root mark (`[truncated]`) of a stack whose outer callers are missing, because
+    /// the frame-pointer walk met a broken chain.
+    Truncated,
 }
 
 /// A call stack, root (outermost caller) first: user frames, then the syscall boundary, then kernel
-/// frames down to the sampled one.
+/// frames down to the sampled one. A `[truncated]` frame ([`FrameKind::Truncated`]) first says the
+/// outer callers are missing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stack {
     pub frames: Vec<FrameId>,

@@ -359,8 +359,8 @@ pub fn rich() -> Profile {
             overhead: Overhead {
                 pkprof_cpu_ns: 10,
                 symbolize_ns: 20,
-                bpf_run_ns: 30,
-                bpf_run_count: 40,
+                bpf_run_ns: Some(30),
+                bpf_run_count: Some(40),
             },
             cpu_time: CpuTime {
                 total_ns: 400,

@@ -18,7 +18,8 @@ pub fn frame_label(pid: u32, bucket: Bucket, frame: &Frame, style: NameStyle) ->
         return frame.name.clone();
     }
     let side = match frame.kind {
-        FrameKind::User => 'u',
+        // The `[truncated]` mark stands where the missing user callers would be.
+        FrameKind::User | FrameKind::Truncated => 'u',
         FrameKind::Kernel | FrameKind::Syscall => 'k',
     };
     match bucket {

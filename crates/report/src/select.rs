@@ -312,8 +312,9 @@ impl Selection {
     pub fn keep_frame(&self, f: &Frame) -> bool {
         match self.frames {
             FrameFilter::All => true,
-            FrameFilter::KernelOnly => f.kind != FrameKind::User,
-            FrameFilter::UserOnly => f.kind == FrameKind::User,
+            FrameFilter::KernelOnly => !matches!(f.kind, FrameKind::User | FrameKind::Truncated),
+            // The `[truncated]` mark belongs to the user part.
+            FrameFilter::UserOnly => matches!(f.kind, FrameKind::User | FrameKind::Truncated),
         }
     }
 

@@ -455,3 +455,59 @@ fn chromium_opens_the_diff_page() {
     let page = diff_html(&small(45, 10_000_000), &small(90, 5_000_000));
     browser_check(&page, "diff", "137u:parse", "memcpy");
 }
+
+#[test]
+fn chromium_keeps_long_names_distinct() {
+    // A stripped library's routines and JIT addresses share a long start and differ at the end.
+    // The name column cut them all to the same `1234u:/usr/lib/x86_64-linux-gnu/libverylong…`;
+    // the page cuts in the middle instead, so the end of each name stays in view.
+    let long = "/usr/lib/x86_64-linux-gnu/libsomething-with-a-very-long-name.so.5.4.1";
+    let mut b = ProfileBuilder::new(Meta {
+        cpus: 1,
+        frequency_hz: 100,
+        period_ns: 10_000_000,
+        ..Meta::default()
+    });
+    let ends = [
+        "!<after lzma_code>",
+        "!<after lzma_crc32>",
+        "+0x15bc9",
+        "+0x1692b",
+    ];
+    let main = b.frame(Frame {
+        kind: FrameKind::User,
+        name: "main".into(),
+        module: "/usr/bin/xz".into(),
+        ..Frame::default()
+    });
+    for (i, end) in ends.iter().enumerate() {
+        let f = b.frame(Frame {
+            kind: FrameKind::User,
+            name: format!("{long}{end}"),
+            module: long.into(),
+            offset: i as u64,
+            ..Frame::default()
+        });
+        let stack = b.stack(vec![main, f]);
+        b.sample(SampleGroup {
+            stack,
+            pid: 1234,
+            tid: 1234,
+            comm: "xz".into(),
+            count: 10 + i as u64,
+            ..SampleGroup::default()
+        });
+    }
+    let page = html(&b.finish(), NameStyle::Labelled);
+    // (The flame graph's frame to click has a short name: a long one's label covers its box.)
+    let seen = browser_check(&page, "long-names", "1234u:main", "lzma");
+    let seen: serde_json::Value = serde_json::from_str(&seen).expect("check.js prints JSON");
+    let tails = seen["tails"].as_array().expect("tails");
+    let long_rows: Vec<_> = tails.iter().filter(|t| t["cut"] == true).collect();
+    assert_eq!(long_rows.len(), ends.len(), "names not cut: {seen}");
+    let shown: std::collections::HashSet<&str> = long_rows
+        .iter()
+        .map(|t| t["tail"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown.len(), ends.len(), "tails shown alike: {seen}");
+}

@@ -3,6 +3,13 @@
 //! the kernel module a symbol belongs to nor whether an address lies in any function at all
 //! (kallsyms has no sizes, so an address past the kernel's text would be named after the
 //! nearest symbol below it, a data symbol or an end marker).
+//!
+//! JIT code (BPF programs, trampolines and dispatchers: kallsyms module `[bpf]`) is named from this
+//! index, not by blazesym: such symbols come and go with the programs, and pkprof's own programs
+//! are unloaded before its recording is symbolized, when blazesym reads kallsyms. The index is
+//! therefore read while they are loaded ([`KernelFrames::snapshot`]), and an address under a
+//! `[bpf]` symbol takes that symbol's name (blazesym would name it after whatever JIT code
+//! precedes it by then, or not at all).
 
 use std::collections::HashMap;
 use std::fs;
@@ -24,6 +31,12 @@ pub(crate) struct KernelFrames {
 }
 
 impl KernelFrames {
+    /// Reads `/proc/kallsyms` now (otherwise at the first `symbolize`): call it while the BPF
+    /// programs whose samples are to be named are still loaded.
+    pub fn snapshot(&mut self, warnings: &mut Warnings) {
+        self.index = Some(KallsymsIndex::read(warnings));
+    }
+
     pub fn symbolize(
         &mut self,
         blaze: &Blaze,
@@ -45,7 +58,9 @@ impl KernelFrames {
             match blaze.symbolize(&src, Input::AbsAddr(&todo)) {
                 Ok(results) => {
                     for (&addr, res) in todo.iter().zip(results) {
-                        let frames = match (res, index.lookup(addr)) {
+                        let entry = index.lookup(addr);
+                        let frames = match (res, entry) {
+                            (_, Some(e)) if e.jit.is_some() => jit_frames(index, e, addr),
                             // Past the end of the text, in data: no function there.
                             (_, Some(Entry { text: false, .. })) | (Symbolized::Unknown(_), _) => {
                                 unknown(addr)
@@ -79,6 +94,24 @@ impl KernelFrames {
     }
 }
 
+/// The frame of JIT code, named from the kallsyms snapshot.
+fn jit_frames(index: &KallsymsIndex, e: Entry, addr: u64) -> Vec<Frame> {
+    vec![Frame {
+        kind: FrameKind::Kernel,
+        name: e
+            .jit
+            .map_or("", |i| index.jit_names[i].as_str())
+            .to_string(),
+        module: e
+            .module
+            .map_or(KERNEL, |m| index.modules[m].as_str())
+            .to_string(),
+        offset: addr,
+        symbolized: true,
+        ..Frame::default()
+    }]
+}
+
 fn unknown(addr: u64) -> Vec<Frame> {
     vec![unknown_frame(FrameKind::Kernel, KERNEL, KERNEL, addr)]
 }
@@ -90,6 +123,8 @@ struct Entry {
     text: bool,
     /// Index into `modules`.
     module: Option<usize>,
+    /// JIT code (module `[bpf]`): index of its name in `jit_names`.
+    jit: Option<usize>,
 }
 
 /// Sorted kallsyms addresses with their kind and module.
@@ -98,6 +133,8 @@ struct KallsymsIndex {
     entries: Vec<Entry>,
     /// `[ext4]`, `[bpf]`...
     modules: Vec<String>,
+    /// Names of the `[bpf]` symbols (only those: the others are blazesym's to name).
+    jit_names: Vec<String>,
 }
 
 impl KallsymsIndex {
@@ -140,7 +177,16 @@ impl KallsymsIndex {
                     index.modules.len() - 1
                 })
             });
-            index.entries.push(Entry { addr, text, module });
+            let jit = (text && module.is_some_and(|m| index.modules[m] == "[bpf]")).then(|| {
+                index.jit_names.push(name.to_string());
+                index.jit_names.len() - 1
+            });
+            index.entries.push(Entry {
+                addr,
+                text,
+                module,
+                jit,
+            });
         }
         // At one address, a function wins over data or markers.
         index
@@ -191,6 +237,14 @@ mod tests {
         assert!(!index.lookup(0xffffffff82200010).unwrap().text);
         let e = index.lookup(0xffffffffc0200010).unwrap();
         assert_eq!(e.module, Some(0));
-        assert_eq!(index.lookup(0xffffffffc0201010).unwrap().module, Some(1));
+        let e = index.lookup(0xffffffffc0201010).unwrap();
+        assert_eq!(e.module, Some(1));
+        let f = jit_frames(&index, e, 0xffffffffc0201010);
+        assert_eq!(f[0].name, "bpf_prog_abc_handler");
+        assert_eq!(
+            (f[0].module.as_str(), f[0].offset),
+            ("[bpf]", 0xffffffffc0201010)
+        );
+        assert!(index.lookup(0xffffffffc0200010).unwrap().jit.is_none());
     }
 }

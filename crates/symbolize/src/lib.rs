@@ -136,6 +136,12 @@ impl Symbolizer {
         }
     }
 
+    /// Whether `addr` lies in an executable mapping captured for `pid`; `None` when nothing was
+    /// captured for it (the question cannot be answered).
+    pub fn is_executable(&self, pid: u32, addr: u64) -> Option<bool> {
+        Some(self.processes.get(&pid)?.find(addr).is_some())
+    }
+
     /// Symbolize user addresses of `pid` (already adjusted by the caller: return address - 1 for
     /// non-leaf frames). Returns, for each address, one or more frames, outermost first (with
     /// `lines`, functions inlined at that address follow the function they are inlined into,
@@ -158,6 +164,13 @@ impl Symbolizer {
             addrs,
             &mut self.warnings,
         )
+    }
+
+    /// Reads the kernel's symbol table now rather than at the first `symbolize_kernel`: call it
+    /// before unloading BPF programs whose samples are to be named (pkprof's own, at the end of
+    /// a recording). JIT code (`[bpf]`) is named from this snapshot.
+    pub fn snapshot_kernel_symbols(&mut self) {
+        self.kernel.snapshot(&mut self.warnings);
     }
 
     /// Symbolize kernel addresses through kallsyms (needs root). `module` is `[kernel]` or the

@@ -3,11 +3,20 @@
 //! offsets not seen before only); JIT code is looked up in the perf map; everything else gets a
 //! `module+0xOFFSET` frame. Frames are cached by (file, offset), so a library shared by many
 //! processes is symbolized once per offset.
+//!
+//! Code of a readable file that no symbol covers (a stripped library's internal functions: only
+//! its exported `.dynsym` symbols are left, with their sizes) is grouped by the gap it lies in:
+//! `liblzma.so.5!<after lzma_mf_is_supported>` for everything between the end of that symbol and
+//! the next one, `liblzma.so.5!<unknown>` before the first. One routine per gap, rather than one
+//! per address (perf 6.x shows each address alone; older perf named it after the preceding
+//! symbol outright, which passes the gap off as that function).
 
 use std::collections::HashMap;
 
+use blazesym::inspect::{source as inspect_source, Inspector, SymInfo};
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
+use blazesym::SymType;
 use pkprof_profile::{Frame, FrameKind};
 
 use crate::files::{FileCache, FileId};
@@ -40,6 +49,10 @@ pub(crate) struct UserFrames {
     /// Frames (module and offset not set) by (file, file offset); empty when blazesym had no
     /// symbol there.
     cache: HashMap<(FileId, u64), Vec<Frame>>,
+    /// Function symbols (file offset, name) of each file, sorted, read when one of its addresses
+    /// is not covered by any symbol.
+    symbols: HashMap<FileId, Vec<(u64, String)>>,
+    inspector: Inspector,
 }
 
 impl UserFrames {
@@ -86,7 +99,7 @@ impl UserFrames {
         for (id, (mut offs, module)) in batches {
             offs.sort_unstable();
             offs.dedup();
-            if let Err(err) = self.symbolize_file(blaze, files, id, &offs) {
+            if let Err(err) = self.symbolize_file(blaze, files, id, &offs, module) {
                 warnings.push(format!(
                     "pid {pid}: cannot read {module}: {err}; its frames stay unsymbolized"
                 ));
@@ -105,6 +118,7 @@ impl UserFrames {
         files: &FileCache,
         id: FileId,
         offs: &[u64],
+        module: &str,
     ) -> Result<(), blazesym::Error> {
         let Some(path) = files.get(id).readable_path() else {
             return Ok(());
@@ -114,7 +128,15 @@ impl UserFrames {
         for (off, res) in offs.iter().zip(results) {
             let frames = match res {
                 Symbolized::Sym(sym) => sym_frames(&sym, FrameKind::User),
-                Symbolized::Unknown(_) => Vec::new(),
+                Symbolized::Unknown(_) => {
+                    let symbols = match self.symbols.entry(id) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(function_symbols(&self.inspector, path))
+                        }
+                    };
+                    vec![gap_frame(symbols, short_name(module), *off)]
+                }
             };
             self.cache.insert((id, *off), frames);
         }
@@ -164,6 +186,40 @@ impl UserFrames {
                 )]
             }
         }
+    }
+}
+
+/// Function symbols of an ELF file (`.symtab` and `.dynsym`), as (file offset, name), sorted by
+/// offset. Empty if the file's symbols cannot be read (the gap frames then say `<unknown>`).
+fn function_symbols(inspector: &Inspector, path: &std::path::Path) -> Vec<(u64, String)> {
+    let mut elf = inspect_source::Elf::new(path);
+    elf.debug_syms = false; // the ELF symbol tables: with debug_syms, only DWARF would be read
+    let src = inspect_source::Source::Elf(elf);
+    let mut syms = Vec::new();
+    let _ = inspector.for_each(&src, |s: &SymInfo<'_>| {
+        if let (SymType::Function, Some(off)) = (s.sym_type, s.file_offset) {
+            syms.push((off, s.name.to_string()));
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    syms.sort_unstable();
+    syms.dedup_by_key(|s| s.0);
+    syms
+}
+
+/// The frame of an address in `label`'s file that no symbol covers: named after the gap between
+/// function symbols it lies in (module and offset are set by the caller).
+fn gap_frame(symbols: &[(u64, String)], label: &str, off: u64) -> Frame {
+    let i = symbols.partition_point(|s| s.0 <= off);
+    let name = match i.checked_sub(1).map(|i| &symbols[i].1) {
+        Some(sym) => format!("{label}!<after {sym}>"),
+        None => format!("{label}!<unknown>"),
+    };
+    Frame {
+        kind: FrameKind::User,
+        name,
+        symbolized: false,
+        ..Frame::default()
     }
 }
 

@@ -461,3 +461,65 @@ fn late_mappings_are_captured_by_ensure_mapped() {
         assert_eq!(f[0].offset, leaf.file_offset);
     }
 }
+
+/// A stripped shared library (`strip --strip-all`: only the exported `.dynsym` symbols, with
+/// their sizes, are left; see `tests/fixtures/stripped.c`). Its internal functions are covered by
+/// no symbol: each gap between exported functions is one routine named after the symbol before
+/// it, not one `libpkstripped.so+0xOFFSET` routine per address; code before the first exported
+/// function is `libpkstripped.so!<unknown>`. The offsets come from the unstripped build (strip
+/// moves no code). No process is needed: the mapping is described as /proc/PID/maps would.
+#[test]
+fn stripped_library_code_is_named_by_its_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["-O1", "-fPIC", "-shared", "-fno-toplevel-reorder"];
+    let full = build("cc", "stripped.c", &flags, dir.path(), "libfull.so");
+    let lib = dir.path().join("libpkstripped.so");
+    fs::copy(&full, &lib).unwrap();
+    let status = std::process::Command::new("strip")
+        .arg("--strip-all")
+        .arg(&lib)
+        .status()
+        .expect("strip (binutils) runs");
+    assert!(status.success());
+
+    use std::os::unix::fs::MetadataExt;
+    let inode = fs::metadata(&lib).unwrap().ino();
+    let base = 0x7f00_0000_0000u64;
+    let maps = format!(
+        "{base:x}-{:x} r-xp 00000000 fe:01 {inode} {}\n",
+        base + 0x10000,
+        lib.display()
+    );
+    let mut sym = Symbolizer::new(SymbolizerOptions::default());
+    sym.capture_from_maps(4_000_000, &maps);
+    let at = |f: &str| base + function_in_file(&full, f).file_offset + 2;
+    let frames = sym.symbolize_user(
+        4_000_000,
+        &[
+            at("internal_first"),
+            at("pk_exported"),
+            at("internal_a"),
+            at("internal_b"),
+            at("internal_c"),
+        ],
+    );
+    let got: Vec<&str> = frames.iter().map(|f| f[0].name.as_str()).collect();
+    assert_eq!(
+        got,
+        vec![
+            "libpkstripped.so!<unknown>",
+            "pk_exported",
+            "libpkstripped.so!<after pk_exported>",
+            "libpkstripped.so!<after pk_exported>",
+            "libpkstripped.so!<after pk_exported_two>",
+        ]
+    );
+    // Still not a symbol of its own: the file offset is kept, and the frame says it is unnamed.
+    let f = &frames[2][0];
+    assert!(!f.symbolized && f.module == lib.display().to_string());
+    assert_eq!(
+        f.offset,
+        function_in_file(&full, "internal_a").file_offset + 2
+    );
+    assert!(sym.warnings().is_empty(), "{:?}", sym.warnings());
+}

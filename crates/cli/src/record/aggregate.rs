@@ -12,6 +12,8 @@ pub struct RawStack {
     pub user_pid: u32,
     pub ustack: Vec<u64>,
     pub kstack: Vec<u64>,
+    /// The user stack's walk stopped early where the frame chain went wrong.
+    pub truncated: bool,
 }
 
 /// The labels a sample group carries.

@@ -1,6 +1,12 @@
 //! From labelled raw samples to a self-contained profile: symbolizes every distinct address once
 //! (user addresses per process, kernel addresses together), joins user and kernel stacks at the
 //! syscall boundary, and fills in the exact counts.
+//!
+//! User stacks come from a frame-pointer walk that already stopped at a broken chain (BPF side,
+//! sample.bpf.h); here they are also cut at the first return address outside every executable
+//! mapping of the process (data read as an address), and a cut stack gets a `[truncated]` root
+//! frame. A return address repeated with increasing frame pointers is recursion, not a broken
+//! walk, and stays.
 
 use std::collections::{HashMap, HashSet};
 
@@ -33,15 +39,47 @@ struct Symbols {
     user: HashMap<(u32, u64), Vec<FrameId>>,
 }
 
+/// The user addresses of `s` worth symbolizing, leaf first, and whether the stack is truncated:
+/// the walk's own mark, or a return address outside every executable mapping (where the rest is
+/// cut). The leaf is kept wherever it is (the sampled instruction pointer is real); a process
+/// whose maps were not captured is kept whole.
+fn user_part<'a>(s: &'a RawStack, sym: &Symbolizer) -> (&'a [u64], bool) {
+    let cut = s
+        .ustack
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(i, a)| sym.is_executable(s.user_pid, lookup_addr(*i, **a)) == Some(false))
+        .map(|(i, _)| i);
+    match cut {
+        Some(i) => (&s.ustack[..i], true),
+        None => (&s.ustack, s.truncated),
+    }
+}
+
+/// The root frame of a stack whose outer callers are missing.
+fn truncated_frame() -> Frame {
+    Frame {
+        kind: FrameKind::Truncated,
+        name: "[truncated]".into(),
+        module: "[truncated]".into(),
+        symbolized: true,
+        ..Frame::default()
+    }
+}
+
 fn symbolize(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder) -> Symbols {
     let mut kaddrs: HashSet<u64> = HashSet::new();
     let mut uaddrs: HashMap<u32, HashSet<u64>> = HashMap::new();
     for s in agg.stacks() {
         kaddrs.extend(s.kstack.iter().enumerate().map(|(i, a)| lookup_addr(i, *a)));
-        uaddrs
-            .entry(s.user_pid)
-            .or_default()
-            .extend(s.ustack.iter().enumerate().map(|(i, a)| lookup_addr(i, *a)));
+        uaddrs.entry(s.user_pid).or_default().extend(
+            user_part(s, sym)
+                .0
+                .iter()
+                .enumerate()
+                .map(|(i, a)| lookup_addr(i, *a)),
+        );
     }
     let intern = |frames: Vec<Frame>, b: &mut ProfileBuilder| -> Vec<FrameId> {
         frames.into_iter().map(|f| b.frame(f)).collect()
@@ -66,11 +104,16 @@ fn symbolize(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder) -> S
 /// The frames of a raw stack, root first, and whether its kernel part starts at a syscall entry.
 fn stack_frames(
     s: &RawStack,
+    sym: &Symbolizer,
     syms: &Symbols,
-    b: &ProfileBuilder,
+    b: &mut ProfileBuilder,
 ) -> (Vec<FrameId>, Vec<FrameId>, bool) {
     let mut user = Vec::new();
-    for (i, a) in s.ustack.iter().enumerate().rev() {
+    let (ustack, truncated) = user_part(s, sym);
+    if truncated {
+        user.push(b.frame(truncated_frame()));
+    }
+    for (i, a) in ustack.iter().enumerate().rev() {
         if let Some(f) = syms.user.get(&(s.user_pid, lookup_addr(i, *a))) {
             user.extend_from_slice(f);
         }
@@ -94,7 +137,7 @@ pub fn add_samples(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder
     let parts: Vec<_> = agg
         .stacks()
         .iter()
-        .map(|s| stack_frames(s, &syms, b))
+        .map(|s| stack_frames(s, sym, &syms, b))
         .collect();
     let mut stack_ids: HashMap<(u32, Option<u32>), u32> = HashMap::new();
     for (raw, labels, count) in agg.groups() {

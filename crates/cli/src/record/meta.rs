@@ -48,6 +48,8 @@ pub struct Inputs<'a> {
     pub record_lost: RecordLost,
     /// pkprof's own CPU time while recording.
     pub pkprof_cpu_ns: u64,
+    /// The kernel timed our BPF programs (else their run time and count are not measured).
+    pub bpf_stats: bool,
 }
 
 /// The profile's metadata; symbolization time and warnings are filled in later.
@@ -78,8 +80,8 @@ pub fn build(i: Inputs<'_>) -> Meta {
         overhead: Overhead {
             pkprof_cpu_ns: i.pkprof_cpu_ns,
             symbolize_ns: 0,
-            bpf_run_ns: progs.iter().map(|p| p.run_ns).sum(),
-            bpf_run_count: progs.iter().map(|p| p.run_cnt).sum(),
+            bpf_run_ns: i.bpf_stats.then(|| progs.iter().map(|p| p.run_ns).sum()),
+            bpf_run_count: i.bpf_stats.then(|| progs.iter().map(|p| p.run_cnt).sum()),
         },
         cpu_time: cpu_time(i.frame, rec),
         warnings: Vec::new(),

@@ -127,6 +127,9 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     let func_reads = collector.func_counts();
     let frame = recorded.last_frame.clone().unwrap_or_default();
     let cpu_recording = own_cpu_ns().saturating_sub(cpu_before);
+    let bpf_stats = collector.bpf_stats_enabled();
+    // Our programs' kallsyms names vanish with them: read the kernel's symbols before detaching.
+    symbolizer.snapshot_kernel_symbols();
     drop(collector); // detach before symbolizing: our own work is not sampled
 
     // Interrupted or out of time: the command is ended as perf record ends it (see `workload`).
@@ -152,6 +155,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         recorded: &recorded,
         record_lost,
         pkprof_cpu_ns: cpu_recording,
+        bpf_stats,
     });
     let mut builder = ProfileBuilder::new(meta);
     let sym_start = Instant::now();
@@ -185,6 +189,13 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         let m = builder.meta_mut();
         m.overhead.symbolize_ns = symbolize_ns;
         m.warnings = symbolizer.warnings();
+        if opts.bpf_stats && !bpf_stats {
+            m.warnings.push(
+                "the kernel did not time pkprof's BPF programs (BPF stats need CAP_SYS_ADMIN): \
+                 their cost is not measured"
+                    .to_string(),
+            );
+        }
         if recorded.undecodable > 0 {
             m.warnings.push(format!(
                 "{} ring buffer records could not be decoded",

@@ -210,7 +210,7 @@ impl<'a> Session<'a> {
         self.rec.kstack_errors += s.kstack_error as u64;
         self.rec.ustack_errors += s.ustack_error as u64;
         if !s.ustack.is_empty() {
-            self.capture(s.cur_pid, s.ustack[0]);
+            self.capture(s.cur_pid, &s.ustack);
         }
         if s.hold != 0 {
             self.holds.hold(s.hold, s.time_ns, s);
@@ -221,8 +221,9 @@ impl<'a> Session<'a> {
     }
 
     /// Snapshots the process's maps the first time it is sampled (and again when code appears
-    /// outside them), while it is alive.
-    fn capture(&mut self, pid: u32, leaf: u64) {
+    /// outside them: every address of the stack is checked, since return addresses outside the
+    /// maps cut the stack at assembly), while it is alive.
+    fn capture(&mut self, pid: u32, ustack: &[u64]) {
         let captured = match self.captures.get(&pid) {
             Some(ok) => *ok,
             None => {
@@ -242,7 +243,9 @@ impl<'a> Session<'a> {
             }
         };
         if captured {
-            self.symbolizer.ensure_mapped(pid, leaf);
+            for addr in ustack {
+                self.symbolizer.ensure_mapped(pid, *addr);
+            }
         } else {
             self.rec.maps_missing += 1;
         }
@@ -272,6 +275,7 @@ impl<'a> Session<'a> {
             user_pid: s.cur_pid,
             ustack: s.ustack,
             kstack: s.kstack,
+            truncated: s.ustack_truncated,
         };
         self.rec.aggregate.add(stack, labels);
     }

@@ -82,12 +82,15 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
         hint(l.target_table_full, "--max-targets"),
     );
     let o = &m.overhead;
+    let bpf = match (o.bpf_run_ns, o.bpf_run_count) {
+        (Some(ns), Some(runs)) => format!("{:.2}% ({runs} runs)", pct(ns, (secs * 1e9) as u64)),
+        // The kernel did not time them (no CAP_SYS_ADMIN, or --no-bpf-stats): 0 would read as free.
+        _ => "not measured".to_string(),
+    };
     let _ = writeln!(
         out,
-        "overhead:  pkprof {:.2}% of one CPU, its BPF programs {:.2}% ({} runs); symbolization {:.2} s",
+        "overhead:  pkprof {:.2}% of one CPU, its BPF programs {bpf}; symbolization {:.2} s",
         pct(o.pkprof_cpu_ns, (secs * 1e9) as u64),
-        pct(o.bpf_run_ns, (secs * 1e9) as u64),
-        o.bpf_run_count,
         o.symbolize_ns as f64 / 1e9
     );
     for w in &m.warnings {

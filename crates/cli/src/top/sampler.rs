@@ -49,6 +49,12 @@ pub fn spawn(
                     ),
                     Tracefs::Found(_) => {}
                 }
+                if opts.bpf_stats && !collector.bpf_stats_enabled() {
+                    eprintln!(
+                        "pkprof: the kernel does not time BPF programs without CAP_SYS_ADMIN: \
+                         pkprof's BPF run time is not measured (reads 0)"
+                    );
+                }
                 let _ = ready_tx.send(Ok(()));
                 let mut accountant =
                     Accountant::new(opts.per_thread, filter, collector.attach_mono_ns);

@@ -19,12 +19,20 @@ pub fn pkprof_bin() -> PathBuf {
 
 /// Compiles tests/workloads/NAME.c (with frame pointers, -O2, pthreads) and returns the binary.
 pub fn build_workload(name: &str) -> PathBuf {
+    build_workload_with(name, &[])
+}
+
+/// Like [`build_workload`], with extra compiler flags after the usual ones (a later flag wins:
+/// `-fomit-frame-pointer` builds without frame pointers).
+pub fn build_workload_with(name: &str, flags: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/workloads")
         .join(format!("{name}.c"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("workload-{name}"));
     let status = Command::new("cc")
-        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread"])
+        .args(flags)
+        .arg("-o")
         .arg(&out)
         .arg(&src)
         .status()

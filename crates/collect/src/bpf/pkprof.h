@@ -233,6 +233,9 @@ enum pkprof_sample_ctx {
 #define PKPROF_SAMPLE_KTHREAD 1 /* the served thread is a kernel thread */
 #define PKPROF_SAMPLE_TARGET 2  /* the served process is in `targets` (record -- CMD / -p) */
 
+/* pkprof_sample.stack_flags: the user stack's walk stopped where the frame chain went wrong. */
+#define PKPROF_STACK_USER_TRUNCATED 1
+
 /*
  * Hold keys: a sample whose beneficiary is not known yet (interrupt work under a served-event
  * tag) names what it waits on, as (kind, value); pkprof_link records move it on until it reaches
@@ -267,7 +270,7 @@ struct pkprof_sample {
 	__u32 hold_kind; /* enum pkprof_hold */
 	__u32 ctx;      /* enum pkprof_sample_ctx */
 	__u32 vec;      /* softirq vector */
-	__u32 pad;
+	__u32 stack_flags; /* PKPROF_STACK_* */
 	__s64 orig_ax;  /* task context, kernel mode: the task's saved orig_ax (syscall nr if >= 0) */
 	__u32 flags;    /* PKPROF_SAMPLE_* */
 	__s32 kstack_len; /* bytes of kstack filled, or a negative errno */

@@ -20,6 +20,7 @@ const SCTX_HARDIRQ: u32 = 3;
 const SCTX_SOFTIRQ: u32 = 4;
 const FLAG_KTHREAD: u32 = 1;
 const FLAG_TARGET: u32 = 2;
+const STACK_USER_TRUNCATED: u32 = 1;
 const LINK_THREAD: u32 = 1;
 const LINK_HOLD: u32 = 2;
 const LINK_EXPIRED: u32 = 4;
@@ -89,6 +90,7 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
                 ustack: stack(&s.ustack, s.ustack_len),
                 kstack_error: s.kstack_len < 0,
                 ustack_error: s.ustack_len < 0,
+                ustack_truncated: s.stack_flags & STACK_USER_TRUNCATED != 0,
             }))
         }
         EV_LINK => {

@@ -63,7 +63,12 @@ fn profile(u: &mut Unstructured) -> Result<Profile> {
     let mut p = Profile { meta, ..Profile::default() };
     for _ in 0..u.int_in_range(0..=20)? {
         p.frames.push(Frame {
-            kind: *u.choose(&[FrameKind::User, FrameKind::Kernel, FrameKind::Syscall])?,
+            kind: *u.choose(&[
+                FrameKind::User,
+                FrameKind::Kernel,
+                FrameKind::Syscall,
+                FrameKind::Truncated,
+            ])?,
             name: u.arbitrary()?,
             module: u.arbitrary()?,
             offset: u.arbitrary()?,

@@ -179,6 +179,7 @@ fn meta(m: proto::Meta) -> Result<Meta, Corruption> {
 
 fn frame(f: proto::Frame, strings: &Strings) -> Result<Frame, Corruption> {
     let kind = match proto::FrameKind::try_from(f.kind) {
+        _ if f.truncated => FrameKind::Truncated,
         Ok(proto::FrameKind::User) => FrameKind::User,
         Ok(proto::FrameKind::Kernel) => FrameKind::Kernel,
         Ok(proto::FrameKind::Syscall) => FrameKind::Syscall,

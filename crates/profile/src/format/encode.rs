@@ -161,7 +161,8 @@ fn target_kind(k: TargetKind) -> proto::TargetKind {
 
 fn frame<'a>(f: &'a Frame, strings: &mut Strings<'a>) -> proto::Frame {
     let kind = match f.kind {
-        FrameKind::User => proto::FrameKind::User,
+        // Older readers know no truncated kind: they see a user frame (field `truncated`).
+        FrameKind::User | FrameKind::Truncated => proto::FrameKind::User,
         FrameKind::Kernel => proto::FrameKind::Kernel,
         FrameKind::Syscall => proto::FrameKind::Syscall,
     };
@@ -174,6 +175,7 @@ fn frame<'a>(f: &'a Frame, strings: &mut Strings<'a>) -> proto::Frame {
         file_str: f.file.as_deref().map(|s| strings.id(s)),
         line: f.line,
         inlined: f.inlined,
+        truncated: f.kind == FrameKind::Truncated,
     }
 }
 

@@ -251,3 +251,38 @@ fn gzip_body_sizes_are_checked() {
         "corrupt profile (cannot decompress the body: 2 bytes after the gzip stream)"
     );
 }
+
+#[test]
+fn truncated_mark_is_a_user_frame_to_older_readers() {
+    use crate::model::{Frame, FrameKind, Stack};
+    let mark = Frame {
+        kind: FrameKind::Truncated,
+        name: "[truncated]".into(),
+        module: "[truncated]".into(),
+        symbolized: true,
+        ..Frame::default()
+    };
+    let p = Profile {
+        frames: vec![mark.clone()],
+        stacks: vec![Stack { frames: vec![0] }],
+        ..Profile::default()
+    };
+    let body = encode::encode_body(&p).unwrap();
+    // On the wire: a user frame named `[truncated]`, with the new field set.
+    let mut msg = proto::Profile::decode(body.as_slice()).unwrap();
+    let f = &msg.frames[0];
+    assert_eq!(f.kind, proto::FrameKind::User as i32);
+    assert!(f.truncated);
+    assert_eq!(msg.strings[f.name_str as usize], "[truncated]");
+    assert_eq!(decode::decode_body(&body).unwrap(), p);
+    // A reader that skips field 9 sees a user frame of that name.
+    msg.frames[0].truncated = false;
+    let old = decode::decode_body(&msg.encode_to_vec()).unwrap();
+    assert_eq!(
+        old.frames[0],
+        Frame {
+            kind: FrameKind::User,
+            ..mark
+        }
+    );
+}

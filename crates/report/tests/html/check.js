@@ -52,6 +52,24 @@ async function main() {
     seen.rows = await page.locator("#pk-flat-table tbody tr").count();
     if (seen.frames < 2) fail("the flame graph has " + seen.frames + " frames");
     if (seen.rows < 1) fail("the table has no rows");
+    // Names too long for their column keep their end in view (the ellipsis goes in the middle):
+    // every name cell shows its tail whole, inside the cell.
+    seen.tails = await page.locator("#pk-flat-table tbody td.pk-name").evaluateAll((tds) =>
+      tds.map((td) => {
+        const tail = td.querySelector(".pk-nm-tail");
+        if (!tail) return { name: td.title, shown: false };
+        const c = td.getBoundingClientRect(), t = tail.getBoundingClientRect();
+        const head = td.querySelector(".pk-nm-head");
+        // Shown: inside the cell, and nothing of the cell's content overflows it (an overflowing
+        // line would be clipped or replaced by the cell's own ellipsis).
+        return {
+          name: td.title, tail: tail.textContent, cut: head.scrollWidth > head.clientWidth,
+          shown: t.width > 0 && t.left >= c.left - 0.5 && t.right <= c.right + 0.5 &&
+            td.scrollWidth <= td.clientWidth + 1,
+        };
+      }));
+    const hidden = seen.tails.filter((t) => !t.shown || !t.name.endsWith(t.tail));
+    if (hidden.length) fail("names whose end is not shown: " + JSON.stringify(hidden.slice(0, 3)));
 
     await page.screenshot({ path: screenshot.replace(/\.png$/, "") + "-overview.png" });
 

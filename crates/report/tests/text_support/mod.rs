@@ -59,7 +59,9 @@ impl Builder {
         let mut frames = Vec::new();
         let mut in_kernel = false;
         for name in stack.split(';').filter(|n| !n.is_empty()) {
-            let (kind, name) = if let Some(k) = name.strip_prefix("k:") {
+            let (kind, name) = if name == "[truncated]" {
+                (FrameKind::Truncated, name)
+            } else if let Some(k) = name.strip_prefix("k:") {
                 (FrameKind::Kernel, k)
             } else if name.starts_with("sys_") {
                 in_kernel = true;
@@ -73,6 +75,7 @@ impl Builder {
                 FrameKind::User => "/usr/bin/app",
                 FrameKind::Kernel => "[kernel]",
                 FrameKind::Syscall => "[syscall]",
+                FrameKind::Truncated => "[truncated]",
             };
             frames.push(self.b.frame(Frame {
                 kind,

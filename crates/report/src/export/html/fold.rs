@@ -192,7 +192,7 @@ pub(crate) fn fold(profile: &Profile, style: NameStyle, names: &mut Names) -> Fo
             if table[fid] == u32::MAX {
                 let kind = match (frame.kind, bucket) {
                     (_, Bucket::Idle) if style == NameStyle::Labelled => Kind::Idle,
-                    (FrameKind::User, _) => Kind::User,
+                    (FrameKind::User | FrameKind::Truncated, _) => Kind::User,
                     (FrameKind::Kernel, _) => Kind::Kernel,
                     (FrameKind::Syscall, _) => Kind::Syscall,
                 };

@@ -71,12 +71,28 @@
   document.getElementById("pk-flat-title").textContent =
     diff ? "Change by routine (B against A)" : "Flat profile";
 
+  // A name too long for its column is cut in the middle: the start gets the ellipsis and the end
+  // stays, since names that differ differ at the end (`lib.so!<after f>` / `<after g>`, offsets).
+  // The whole name is in the tooltip and in the text (copy, search).
+  var NAME_TAIL = 24;
   function nameCell(td, r) {
+    var nm = document.createElement("div");
+    nm.className = "pk-nm";
     var sw = document.createElement("span");
     sw.className = "pk-kind " + (KIND_CLASS[r.kind] || "");
     sw.title = KIND_NAME[r.kind] || "";
-    td.appendChild(sw);
-    td.appendChild(document.createTextNode(r.name));
+    nm.appendChild(sw);
+    var chars = Array.from(r.name);
+    var cut = chars.length - Math.min(NAME_TAIL, Math.floor(chars.length / 2));
+    var head = document.createElement("span");
+    head.className = "pk-nm-head";
+    head.textContent = chars.slice(0, cut).join("");
+    var tail = document.createElement("span");
+    tail.className = "pk-nm-tail";
+    tail.textContent = chars.slice(cut).join("");
+    nm.appendChild(head);
+    nm.appendChild(tail);
+    td.appendChild(nm);
     td.title = r.name;
     td.className = "pk-name";
   }
