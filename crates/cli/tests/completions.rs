@@ -80,7 +80,7 @@ fn bash_completes_subcommands_and_options() {
     assert_eq!(complete("pkprof rec", 1), "record");
     assert_eq!(complete("pkprof re", 1), "record report");
     let opts = complete("pkprof record --max", 2);
-    assert_eq!(opts, "--max-threads --max-tags", "{opts}");
+    assert_eq!(opts, "--max-threads --max-targets --max-tags", "{opts}");
     assert_eq!(complete("pkprof completions f", 2), "fish");
 }
 
