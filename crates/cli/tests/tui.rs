@@ -376,10 +376,15 @@ fn keys_sort_filter_pause_switch_to_threads_and_help() {
         "case-insensitive match of the workload only"
     );
     t.keys(&["/"]);
+    t.wait_screen("the name prompt again", Duration::from_secs(5), |s| {
+        s.contains("show names matching")
+    });
     t.keys(&["-l", "zzz"]);
     t.keys(&["Escape"]);
+    // Wait until the prompt is gone, not only until the filter shows (it showed before): a key
+    // sent while Escape is still unread arrives with it and reads as Alt+key.
     let s = t.wait_screen("prompt closed", Duration::from_secs(5), |s| {
-        s.contains("names ~ WORKLOAD-thr")
+        !s.contains("show names matching") && s.contains("names ~ WORKLOAD-thr")
     });
     assert_eq!(ids(&table(&s).unwrap()), [pid], "Esc kept the filter");
 
