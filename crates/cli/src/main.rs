@@ -3,6 +3,7 @@
 
 mod cli;
 mod cli_docs;
+mod launch;
 mod output_file;
 mod record;
 mod report;

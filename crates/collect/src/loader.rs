@@ -173,6 +173,17 @@ impl Collector {
             ro.split_modes = options.syscalls;
             ro.tag_expire_ns = options.tag_expire_ns;
             ro.rt_sigreturn_nr = syscalls::Sysno::rt_sigreturn.id() as u32;
+            // The calls a new task returns from (see syscall_regs.bpf.h); arm64 has no fork.
+            let nr = |name: &str| {
+                name.parse::<syscalls::Sysno>()
+                    .map_or(0xffff, |s| s.id() as u32)
+            };
+            ro.clone_nr = nr("clone");
+            ro.clone3_nr = nr("clone3");
+            ro.fork_nr = nr("fork");
+            ro.vfork_nr = nr("vfork");
+            ro.execve_nr = syscalls::Sysno::execve.id() as u32;
+            ro.execveat_nr = syscalls::Sysno::execveat.id() as u32;
             if let Some(rec) = &options.record {
                 ro.record_mode = true;
                 ro.follow_children = rec.follow_children;

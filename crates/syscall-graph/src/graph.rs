@@ -199,6 +199,13 @@ impl Graph {
     /// One thread's graph. Repeated (from, to) pairs are summed over `before`; transitions with
     /// `before` and `from` set are also counted as trigrams. A trigram whose `before` is no node
     /// of the graph (its own transitions were lost) is dropped rather than adding a node.
+    ///
+    /// Every run of a trigram (a, b, c) is also a run of the edge a -> b: the input need not say
+    /// so when the collector lost that edge's transitions (a full table) or read the table while
+    /// the thread was still filling it (`syscalls -a` reads every thread's entries one after the
+    /// other, so a later transition may be read and an earlier one not). A trigram counts at most
+    /// the weight of its edge a -> b: without that edge it is dropped, so that no path is counted
+    /// over a step the graph does not have.
     pub fn from_transitions<'a>(transitions: impl IntoIterator<Item = &'a Transition>) -> Graph {
         let mut b = Builder::default();
         // (before, from, to, count): `before` is looked up once every node is known.
@@ -220,6 +227,11 @@ impl Graph {
                 *b.trigrams.entry((a, from, to)).or_default() += n;
             }
         }
+        let edges = &b.edges;
+        b.trigrams.retain(|&(a, from, _), n| {
+            *n = (*n).min(edges.get(&(Some(a), from)).map_or(0, |e| e.count));
+            *n > 0
+        });
         b.finish()
     }
 

@@ -2,7 +2,7 @@
 //! it served, and writes a self-contained profile.
 //!
 //! Order of a run: check the targets, load and attach the BPF programs, start the command (a
-//! target from its fork on), record (`session`), detach, describe the recording (`meta`),
+//! target from its fork on, its syscalls counted from its execve), record (`session`), detach, describe the recording (`meta`),
 //! symbolize and assemble the profile (`assemble`), write it atomically, print the summary
 //! (`summary`).
 
@@ -26,6 +26,7 @@ use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 pub use options::{parse_probe, RecordOptions, Target, DEFAULT_FREQUENCY_HZ, DEFAULT_OUTPUT};
 use session::{Session, StopReason, StopWhen};
 
+use crate::launch;
 use crate::output_file::OutputFile;
 pub use target::find_program;
 
@@ -53,6 +54,12 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         Target::Command(_) => TargetSet::Kernel,
         Target::System => TargetSet::System,
     };
+    let program = match &opts.target {
+        Target::Command(argv) => Some(launch::resolve(
+            argv.first().map(String::as_str).unwrap_or_default(),
+        )?),
+        _ => None,
+    };
     for p in &mut opts.probes {
         p.binary = target::resolve_binary(&p.binary)?;
     }
@@ -77,15 +84,22 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     signals::install();
     let start_unix = meta::unix_ns();
     let cpu_before = own_cpu_ns();
-    let mut child = match &opts.target {
-        Target::Command(argv) => {
-            // The command is followed from its fork: pkprof is a target for that one moment.
+    let mut child = match (&opts.target, &program) {
+        (Target::Command(argv), Some(program)) => {
+            // The command is sampled from its fork: pkprof is a target for that one moment. Its
+            // syscalls count from its execve, as strace -f -c counts them (see `launch`).
             let me = std::process::id();
             collector.add_target(me)?;
-            let spawned = target::spawn(argv);
+            let held = launch::fork_held(program, argv);
             collector.remove_target(me)?;
-            // Reaped by pid from here on (std's Child is not waited for, nor killed on drop).
-            Some(Workload::new(spawned?.id(), &argv[0]))
+            let held = held?;
+            held.wait_blocked()?;
+            collector
+                .count_syscalls_from_exec(held.pid)
+                .context("starting the command's syscall counts at its execve")?;
+            let pid = held.pid;
+            held.release()?;
+            Some(Workload::new(pid, &argv[0]))
         }
         _ => None,
     };

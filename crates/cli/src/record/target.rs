@@ -1,22 +1,10 @@
-//! Preparing the targets: checks that probed binaries exist, and starts the command to profile
-//! (PIDs and cgroups are resolved by crate::targets, shared with `top` and `syscalls`).
+//! Preparing the targets: finds programs and checks that probed binaries exist (the command is
+//! started by crate::launch, PIDs and cgroups are resolved by crate::targets, shared with `top`
+//! and `syscalls`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 
-use anyhow::{bail, Context, Result};
-
-/// Starts the command. The caller has made pkprof itself a target with children followed, so the
-/// command is a target from its first instruction: std's spawn returns only after the exec.
-pub fn spawn(argv: &[String]) -> Result<Child> {
-    let Some((prog, args)) = argv.split_first() else {
-        bail!("no command given after --");
-    };
-    Command::new(prog)
-        .args(args)
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot run {prog}: {e}"))
-}
+use anyhow::{Context, Result};
 
 /// A program as exec would find it: a path (taken as given), or a bare name looked up in PATH.
 pub fn find_program(name: &Path) -> Option<PathBuf> {

@@ -2,11 +2,10 @@
 //! thread in the kernel, then print the syscall graph, its clusters and what could replace them
 //! (text, Graphviz DOT or JSON).
 //!
-//! `launch` starts a command held before its exec, `convert` turns the kernel's counts and stacks
+//! `crate::launch` starts the command held before its exec, `convert` turns the kernel's counts and stacks
 //! into the analysis model; the analysis and its formats live in the `pkprof-syscall-graph` crate.
 
 mod convert;
-mod launch;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -15,6 +14,7 @@ use anyhow::{Context, Result};
 use pkprof_collect::syscall_graph::{ProcessEvent, SyscallGraphOptions, SyscallTracer};
 use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
+use crate::launch;
 use crate::output_file::OutputFile;
 use crate::signals;
 use crate::workload::{Ended, Workload};

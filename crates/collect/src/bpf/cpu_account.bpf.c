@@ -371,6 +371,30 @@ static __always_inline struct pkprof_syscall_stat *syscall_stat(struct pkprof_cp
 	return bpf_map_lookup_elem(&syscalls, &key);
 }
 
+/*
+ * record -- CMD: the command's process, forked held before its execve (the CLI's launch), counts
+ * its calls from that execve as strace -f -c does. User space puts it here (key tgid) while it is
+ * held and forgets what was counted of it before; its exits are not counted until its execve
+ * returns successfully, which takes it out. (A failed exec ends the run: nothing stays behind.)
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, __u32);
+	__type(value, __u8);
+} exec_gates SEC(".maps");
+
+/* Whether the exit of call `nr` returning `ret` in process `pid` comes before its gated execve. */
+static __always_inline bool before_exec_gate(__u32 pid, __u32 nr, long ret)
+{
+	if (!follow_children || !bpf_map_lookup_elem(&exec_gates, &pid))
+		return false;
+	if (ret != 0 || !is_execve(nr))
+		return true;
+	bpf_map_delete_elem(&exec_gates, &pid);
+	return false;
+}
+
 static __always_inline int on_sys_enter_body(struct pt_regs *regs, long id)
 {
 	struct pkprof_cpu *c = this_cpu();
@@ -396,7 +420,7 @@ static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
 	struct pkprof_cpu *c = this_cpu();
 	__u64 now = bpf_ktime_get_ns();
 	struct pkprof_syscall_stat *s;
-	__u32 nr;
+	__u32 nr, pid;
 
 	if (!c)
 		return 0;
@@ -407,11 +431,18 @@ static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
 	 * return, are not counted, a successful execve is. The number comes from the saved
 	 * registers, not from this CPU's state, so a switch the kernel did not report loses no
 	 * count; only the time needs the entry seen on this CPU. The process is asked of the kernel:
-	 * cur_pid lags behind such a switch.
+	 * cur_pid lags behind such a switch. A new task's return from the clone that created it is
+	 * not a call of its own: strace -f counts the clone once, in the caller; nor is anything a
+	 * command started by record does before its execve (exec_gates).
 	 */
 	nr = returning_syscall_nr(regs);
+	pid = bpf_get_current_pid_tgid() >> 32;
+	if (is_fork_child_return(nr, ret) || before_exec_gate(pid, nr, ret)) {
+		c->sys_enter_ns = 0;
+		return 0;
+	}
 	c->pending.syscalls++;
-	s = syscall_stat(c, bpf_get_current_pid_tgid() >> 32, nr);
+	s = syscall_stat(c, pid, nr);
 	if (s) {
 		__sync_fetch_and_add(&s->count, 1);
 		if (c->sys_enter_ns && c->sys_nr == nr)

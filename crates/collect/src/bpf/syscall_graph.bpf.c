@@ -36,8 +36,6 @@ const volatile bool follow_children = false;
 const volatile bool split_args = false;
 const volatile __u32 stack_every = 64; /* 0: no stacks */
 const volatile __u32 self_pid = 0;      /* pkprof itself, never traced with `trace_all` */
-const volatile __u32 execve_nr = 0xffff;   /* this architecture's numbers: the command changes */
-const volatile __u32 execveat_nr = 0xffff;
 
 /* Bumped by the loader after each change to sc_targets (starts at 1: fresh storage holds 0). */
 volatile __u32 targets_gen = 1;
@@ -336,7 +334,7 @@ static __always_inline void count_call(void *ctx, struct pt_regs *regs, struct s
 		}
 		fresh = true;
 	}
-	if (ret >= 0 && ((to & 0xffff) == execve_nr || (to & 0xffff) == execveat_nr))
+	if (ret >= 0 && is_execve(to & 0xffff))
 		note_comm(key.pid, key.tid, PKPROF_SC_EXEC); /* a new image, maybe a new thread id */
 	if (stack_every && (fresh || --st->until_sample == 0)) {
 		st->until_sample = stack_every;

@@ -1,14 +1,21 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The number of the syscall returning, read at sys_exit from the registers saved at entry, for
- * the accounting (cpu_account) and the syscall graph (syscall_graph) alike. Each object sets its
- * `rt_sigreturn_nr` before load: rt_sigreturn restores the interrupted context, whose saved number
- * reads -1.
+ * What a sys_exit is, read from the registers saved at entry, for the accounting (cpu_account)
+ * and the syscall graph (syscall_graph) alike: the number of the syscall returning, and whether it
+ * is a new task's return from the call that created it, or a successful exec. Each object sets the numbers below before
+ * load (0xffff: no such call on this architecture): rt_sigreturn restores the interrupted context,
+ * whose saved number reads -1.
  */
 #ifndef PKPROF_SYSCALL_REGS_BPF_H
 #define PKPROF_SYSCALL_REGS_BPF_H
 
 const volatile __u32 rt_sigreturn_nr = 0xffff;
+const volatile __u32 execve_nr = 0xffff;
+const volatile __u32 execveat_nr = 0xffff;
+const volatile __u32 clone_nr = 0xffff;
+const volatile __u32 clone3_nr = 0xffff;
+const volatile __u32 fork_nr = 0xffff;
+const volatile __u32 vfork_nr = 0xffff;
 
 static __always_inline __u32 returning_syscall_nr(struct pt_regs *regs)
 {
@@ -22,6 +29,24 @@ static __always_inline __u32 returning_syscall_nr(struct pt_regs *regs)
 #error "returning_syscall_nr: unsupported architecture"
 #endif
 	return nr < 0 ? rt_sigreturn_nr : (__u32)nr;
+}
+
+/*
+ * Whether this sys_exit of call `nr` returning `ret` is a new task (process or thread) leaving
+ * through ret_from_fork: it returns from the clone, clone3, fork or vfork that created it without
+ * having entered it, with 0, where the caller gets the child's id (> 0) or an error. strace -f
+ * counts the call once, in the caller; counted at every sys_exit, it would count twice. The syscall
+ * graph, which counts only exits whose entry it saw, never counts these exits anyway.
+ */
+static __always_inline bool is_fork_child_return(__u32 nr, long ret)
+{
+	return ret == 0 && (nr == clone_nr || nr == clone3_nr || nr == fork_nr || nr == vfork_nr);
+}
+
+/* Whether call `nr` replaces the process's image: returning 0, it is the first call of the new one. */
+static __always_inline bool is_execve(__u32 nr)
+{
+	return nr == execve_nr || nr == execveat_nr;
 }
 
 #endif /* PKPROF_SYSCALL_REGS_BPF_H */

@@ -11,7 +11,8 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use crate::error::CollectError;
 use crate::loader::Collector;
-use crate::skel::types::pkprof_func_key;
+use crate::map_walk;
+use crate::skel::types::{pkprof_func_key, pkprof_syscall_key};
 
 /// Default capacity of the kernel's target set (`record --max-targets`): target processes alive
 /// at the same time (they leave it when they are reaped).
@@ -82,6 +83,33 @@ impl Collector {
             .targets
             .delete(&pid.to_ne_bytes())
             .map_err(read_err("targets"))
+    }
+
+    /// `record -- CMD`: the command's syscalls count from its execve, as `strace -f -c` counts
+    /// them. `pid` is held before its execve, blocked in a call: what was counted of it so far
+    /// (the fork's epilogue, its signal reset) is forgotten, and nothing it does is counted until
+    /// its execve returns (`exec_gates` in cpu_account.bpf.c).
+    pub fn count_syscalls_from_exec(&self, pid: u32) -> Result<(), CollectError> {
+        let maps = &self.skel.maps;
+        maps.exec_gates
+            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .map_err(read_err("exec_gates"))?;
+        // Collected before deleting: deleting the key a hash-map walk stands on restarts it.
+        let mut counted = Vec::new();
+        for (key, _) in map_walk::entries(&maps.syscalls, "syscalls")? {
+            let mut k = pkprof_syscall_key::default();
+            plain::copy_from_bytes(&mut k, &key).map_err(|_| CollectError::Read {
+                map: "syscalls",
+                reason: "record size mismatch".into(),
+            })?;
+            if k.pid == pid {
+                counted.push(key);
+            }
+        }
+        for key in counted {
+            maps.syscalls.delete(&key).map_err(read_err("syscalls"))?;
+        }
+        Ok(())
     }
 
     /// Tells the sampler that `pid`'s maps are captured: its samples need not wake the reader.

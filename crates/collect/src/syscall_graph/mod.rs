@@ -102,7 +102,8 @@ pub struct RawSyscallGraph {
 /// The loaded, attached syscall-graph programs.
 pub struct SyscallTracer {
     skel: SyscallGraphSkel<'static>,
-    _links: Vec<Link>,
+    /// Emptied by `read`: the programs are detached before the tables are read.
+    links: Vec<Link>,
     events: RingBuffer<'static>,
     inbox: Rc<RefCell<Vec<ProcessEvent>>>,
 }
@@ -192,7 +193,7 @@ impl SyscallTracer {
         let events = builder.build().map_err(read_err("sc_events"))?;
         Ok(SyscallTracer {
             skel,
-            _links: links,
+            links,
             events,
             inbox,
         })
@@ -260,8 +261,12 @@ impl SyscallTracer {
         Ok(lost)
     }
 
-    /// Reads every transition, call site and command the kernel kept.
-    pub fn read(&self) -> Result<RawSyscallGraph, CollectError> {
+    /// Stops tracing and reads every transition, call site and command the kernel kept. The
+    /// programs are detached first, so that the tables are read as they were at one instant:
+    /// read while traced threads go on filling them (every process with `trace_all`), a thread's
+    /// later transition could be read and an earlier one not.
+    pub fn read(&mut self) -> Result<RawSyscallGraph, CollectError> {
+        self.links.clear();
         let maps = &self.skel.maps;
         let short = |map: &'static str| CollectError::Read {
             map,

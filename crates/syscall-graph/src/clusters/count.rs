@@ -131,21 +131,31 @@ impl Residual {
         Residual { edges, triples }
     }
 
-    /// The smallest of what is left on the candidate's edges and trigrams.
+    /// The smallest of what is left on the candidate's edges and trigrams; 0 if one of them is
+    /// not in the graph (the graph does not let a search step onto a missing edge, but a count
+    /// must not rely on the search for that).
     fn count(&self, c: &Candidate) -> u64 {
-        let edges = c.edges.iter().map(|e| self.edges[e]);
-        let triples = c.triples.iter().map(|t| self.triples[t]);
-        edges.chain(triples).min().unwrap_or(0)
+        let edges = c.edges.iter().map(|e| self.edges.get(e).copied());
+        let triples = c.triples.iter().map(|t| self.triples.get(t).copied());
+        edges
+            .chain(triples)
+            .map(|n| n.unwrap_or(0))
+            .min()
+            .unwrap_or(0)
     }
 
     /// Uses `n` of every edge and trigram of the candidate; `n` is at most `count(c)`, so
-    /// nothing goes below 0.
+    /// nothing goes below 0 (and with `n` > 0 every one of them is there).
     fn take(&mut self, c: &Candidate, n: u64) {
         for e in &c.edges {
-            *self.edges.get_mut(e).expect("candidate edge") -= n;
+            if let Some(left) = self.edges.get_mut(e) {
+                *left = left.saturating_sub(n);
+            }
         }
         for t in &c.triples {
-            *self.triples.get_mut(t).expect("candidate trigram") -= n;
+            if let Some(left) = self.triples.get_mut(t) {
+                *left = left.saturating_sub(n);
+            }
         }
     }
 }

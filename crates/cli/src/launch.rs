@@ -1,8 +1,9 @@
-//! Starting `pkprof syscalls -- CMD` so that its count begins exactly at its execve, as
-//! `strace -f -c` does: the child waits on a gate pipe after fork, pkprof makes it a target, opens
-//! the gate, and the first call the child makes after that is the execve. std's `Command` cannot do
-//! this (its `spawn` returns only after the exec, which would wait on the gate forever), hence the
-//! hand-written fork/exec.
+//! Starting the command of `pkprof syscalls -- CMD` and `pkprof record -- CMD` so that its
+//! syscalls count from its execve exactly, as `strace -f -c` counts them: the child waits on a
+//! gate pipe after fork, pkprof makes it a target (and has what it counted of it forgotten), opens
+//! the gate, and the first call the child makes after that is the execve. std's `Command` cannot
+//! do this (its `spawn` returns only after the exec, which would wait on the gate forever), hence
+//! the hand-written fork/exec.
 
 use std::ffi::{CString, OsStr};
 use std::fs::File;
@@ -58,7 +59,8 @@ pub fn fork_held(path: &Path, argv: &[String]) -> Result<Held> {
     let gate = pipe().context("creating the start pipe")?;
     let errp = pipe().context("creating the exec-error pipe")?;
     // SAFETY: fork in a possibly multi-threaded process: the child only calls async-signal-safe
-    // functions (read, execv, write, _exit) on memory prepared before the fork.
+    // functions (close, signal, read, execv, write,
+    // _exit) on memory prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         bail!("cannot run {program}: fork: {}", io::Error::last_os_error());
@@ -72,6 +74,9 @@ pub fn fork_held(path: &Path, argv: &[String]) -> Result<Held> {
             libc::close(gate[1]);
             libc::close(errp[0]);
             crate::signals::restore_inherited();
+            // Rust ignores SIGPIPE and an ignored signal stays ignored across exec: the command
+            // gets the default back, as std's Command gives it.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             let mut b = 0u8;
             loop {
                 let n = libc::read(gate[0], (&mut b as *mut u8).cast(), 1);
