@@ -69,24 +69,36 @@ fn is_exited(row: &Value) -> bool {
 #[ignore = "needs root and BPF"]
 fn tick_aliasing() {
     let bin = build_workload("tick_dodge");
-    let mut w = Proc::spawn(cmd(&bin, &["1", "10"]));
-    let ready = w.expect("ready", 10 * SEC);
-    let (found, expected, gaps): (u32, u32, u32) = (
-        ready[0].parse().unwrap(),
-        ready[1].parse().unwrap(),
-        ready[3].parse().unwrap(),
-    );
-    eprintln!(
-        "tick calibration: {found} of {gaps} loop gaps at phase {:.1} us (mod 4 ms); {expected} ticks expected",
-        ready[2].parse::<f64>().unwrap() / 1e3
-    );
     // Without the tick's phase the workload would not dodge the tick and this test would test
     // nothing. Noise gaps (preemption, other interrupts) fall at random phases, and the accepted
-    // phase band is 7.5% of the period, so ticks must stand out well above that.
-    assert!(
-        found * 4 >= expected && found * 4 >= gaps,
-        "tick phase not found ({found} of {gaps} gaps, {expected} ticks expected): cannot dodge the tick"
-    );
+    // phase band is 7.5% of the period, so ticks must stand out well above that. On this VM the
+    // host takes the vCPU away in bursts that no guest event shows (300-400 extra gaps a run, for
+    // seconds at a time, main's build alike), and a calibration then finds no phase or a wrong
+    // one: it is retried, with the same bar, before the test gives up.
+    let mut tries = 0;
+    let mut w = loop {
+        tries += 1;
+        let mut w = Proc::spawn(cmd(&bin, &["1", "10"]));
+        let ready = w.expect("ready", 10 * SEC);
+        let (found, expected, gaps): (u32, u32, u32) = (
+            ready[0].parse().unwrap(),
+            ready[1].parse().unwrap(),
+            ready[3].parse().unwrap(),
+        );
+        eprintln!(
+            "tick calibration {tries}: {found} of {gaps} loop gaps at phase {:.1} us (mod 4 ms); {expected} ticks expected",
+            ready[2].parse::<f64>().unwrap() / 1e3
+        );
+        if found * 4 >= expected && found * 4 >= gaps {
+            break w;
+        }
+        assert!(
+            tries < 20,
+            "tick phase not found ({found} of {gaps} gaps, {expected} ticks expected) in {tries} tries: cannot dodge the tick"
+        );
+        drop(w);
+        std::thread::sleep(SEC);
+    };
     let pid = w.pid();
     let mut top = Top::start(&["-d", "0.5", "-p", &pid.to_string()]);
     let before = top.next_frame(5 * SEC).expect("a frame before the gate");
