@@ -686,6 +686,8 @@ fn wild_frame_pointer_walks_stop_and_are_marked_truncated() {
     let (_, p) = record("wild", &["-F", "999", "--", bin_s, "2"]);
     let pid = p.meta.targets.pids[0];
     let mut seen: std::collections::HashMap<&str, u64> = Default::default();
+    // Broken walks: (marked truncated, all) samples.
+    let mut broken: std::collections::HashMap<&str, (u64, u64)> = Default::default();
     for s in p.samples.iter().filter(|s| s.pid == pid) {
         let frames = &p.stacks[s.stack as usize].frames;
         let names = frame_names(&p, s.stack);
@@ -710,8 +712,15 @@ fn wild_frame_pointer_walks_stop_and_are_marked_truncated() {
         );
         let marked = names.first() == Some(&(FrameKind::Truncated, "[truncated]"));
         match spin {
+            // A sample in the few instructions around the asm loop (the loop test, push, pop)
+            // sees the caller's own rbp, not the broken frame: the walk there may end unmarked.
+            // The loop itself holds all but a sliver of the time.
             "spin_self_frame" | "spin_ascii_ret" => {
-                assert!(marked, "a broken walk not marked truncated: {names:?}")
+                let (m, all) = broken.entry(spin).or_default();
+                *all += s.count;
+                if marked {
+                    *m += s.count;
+                }
             }
             "normal_spin" => assert!(
                 !marked && names.iter().any(|(_, n)| *n == "normal_outer"),
@@ -725,6 +734,13 @@ fn wild_frame_pointer_walks_stop_and_are_marked_truncated() {
         assert!(*n > 20, "too few samples in {f}: {seen:?}");
     }
     assert_eq!(seen.len(), 4, "{seen:?}");
+    for (f, (marked, all)) in &broken {
+        assert!(
+            marked * 20 >= all * 19,
+            "broken walks in {f} not marked truncated: {} of {all}",
+            all - marked
+        );
+    }
     // The report shows the mark as the root frame.
     let out = Command::new(pkprof_bin())
         .args(["report", "--graph", "--plain-names"])
