@@ -102,6 +102,10 @@ impl Collector {
                 break;
             }
         }
+        // Whether a running thread without an entry gets one at its switch-out (a new thread, a
+        // table with room once the finished entries are deleted) or is charged as untracked.
+        let table_full =
+            threads.len().saturating_sub(finished.len()) >= self.max_threads() as usize;
         for key in finished {
             // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
             let _ = self.skel.maps.threads.delete(&key);
@@ -117,7 +121,7 @@ impl Collector {
         };
         for (i, c) in cpus.iter().enumerate() {
             snap.cpus
-                .push(self.cpu_counters(i as u32, c, now, &mut threads));
+                .push(self.cpu_counters(i as u32, c, now, table_full, &mut threads));
             let l = &c.lost;
             snap.lost.thread_map_full += l.thread_map_full;
             snap.lost.syscall_map_full += l.syscall_map_full;
@@ -197,12 +201,17 @@ impl Collector {
     }
 
     /// A CPU's totals plus its slice still running at `now`; the current thread's share (flushed
-    /// only at its next switch) is added to that thread's sample.
+    /// only at its next switch) is added to that thread's sample. A current thread without an
+    /// entry gets a provisional sample while the table has room (its entry is made at its
+    /// switch-out); in a full table its share goes where `charge_untracked` will put it, to the
+    /// untracked counters: a provisional row there would count the slice twice once BPF charges
+    /// it, as the row vanished (kept in the exited sums) and the untracked counter grew.
     fn cpu_counters(
         &self,
         cpu: u32,
         c: &pkprof_cpu,
         now: u64,
+        table_full: bool,
         threads: &mut Vec<ThreadSample>,
     ) -> CpuCounters {
         let mut out = CpuCounters {
@@ -258,8 +267,22 @@ impl Collector {
             _ => {}
         }
         if c.cur_tid != 0 {
+            let kthread = || {
+                std::fs::read_to_string(format!("/proc/{}/stat", c.cur_tid))
+                    .map(|s| is_kthread_stat(&s))
+                    .unwrap_or(false)
+            };
             match threads.iter_mut().find(|t| t.tid == c.cur_tid) {
                 Some(t) => t.counters.add(&pending),
+                None if table_full => {
+                    // As charge_untracked: own time, work items run for others excluded.
+                    let own = pending.task_ns.saturating_sub(pending.served_out_ns);
+                    if kthread() {
+                        out.untracked_kernel_ns += own;
+                    } else {
+                        out.untracked_ns += own;
+                    }
+                }
                 None => threads.push(ThreadSample {
                     tid: c.cur_tid,
                     pid: c.cur_pid,
@@ -272,9 +295,7 @@ impl Collector {
                     .map(|s| s.trim_end().to_string())
                     .unwrap_or_default(),
                     counters: pending,
-                    kthread: std::fs::read_to_string(format!("/proc/{}/stat", c.cur_tid))
-                        .map(|s| is_kthread_stat(&s))
-                        .unwrap_or(false),
+                    kthread: kthread(),
                     exited: false,
                     target: false,
                 }),
