@@ -25,7 +25,7 @@ pub struct Held {
 
 /// The program as execve will be given it: a path, or the first match in PATH.
 pub fn resolve(program: &str) -> Result<PathBuf> {
-    crate::record::find_program(Path::new(program))
+    crate::record::find_program(Path::new(program), true)
         .filter(|p| p.is_file())
         .with_context(|| format!("cannot run {program}: no such command"))
 }
@@ -56,11 +56,16 @@ pub fn fork_held(path: &Path, argv: &[String]) -> Result<Held> {
         .collect::<Result<Vec<_>>>()?;
     let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     arg_ptrs.push(std::ptr::null());
+    // A file execve refuses as not executable in any known format (ENOEXEC: a script without
+    // `#!`) is run by /bin/sh, as execvp and the shells do.
+    let sh = cstring(OsStr::new("/bin/sh"))?;
+    let mut sh_ptrs: Vec<*const libc::c_char> = vec![sh.as_ptr(), path.as_ptr()];
+    sh_ptrs.extend(args.iter().skip(1).map(|a| a.as_ptr()));
+    sh_ptrs.push(std::ptr::null());
     let gate = pipe().context("creating the start pipe")?;
     let errp = pipe().context("creating the exec-error pipe")?;
     // SAFETY: fork in a possibly multi-threaded process: the child only calls async-signal-safe
-    // functions (close, signal, read, execv, write,
-    // _exit) on memory prepared before the fork.
+    // functions (close, signal, read, execv, write, _exit) on memory prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         bail!("cannot run {program}: fork: {}", io::Error::last_os_error());
@@ -88,6 +93,9 @@ pub fn fork_held(path: &Path, argv: &[String]) -> Result<Held> {
                 }
             }
             libc::execv(path.as_ptr(), arg_ptrs.as_ptr());
+            if *libc::__errno_location() == libc::ENOEXEC {
+                libc::execv(sh.as_ptr(), sh_ptrs.as_ptr());
+            }
             let e = *libc::__errno_location();
             libc::write(errp[1], (&e as *const i32).cast(), 4);
             libc::_exit(127);

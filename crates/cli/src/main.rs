@@ -92,15 +92,17 @@ fn usage_error(e: clap::Error) -> ! {
     std::process::exit(2);
 }
 
-/// The causes of `e` joined with ": " as anyhow's `{:#}` does, but a cause whose text its parent's
-/// message already holds is said once. pkprof's own errors never both show and return their cause;
-/// this keeps an error of another crate that does from printing "X: X".
+/// The causes of `e` joined with ": " as anyhow's `{:#}` does, but a cause that its parent's
+/// message already ends with (as "...: CAUSE") is said once. pkprof's own errors never both show
+/// and return their cause; this keeps an error of another crate that does from printing "X: X".
+/// Only the end counts: a different cause whose words happen to stand inside the parent's message
+/// is still said.
 fn chain_text(e: &anyhow::Error) -> String {
     let mut text = String::new();
     let mut parent = String::new();
     for cause in e.chain() {
         let msg = cause.to_string();
-        if !parent.is_empty() && parent.contains(&msg) {
+        if !parent.is_empty() && (parent == msg || parent.ends_with(&format!(": {msg}"))) {
             continue;
         }
         if !text.is_empty() {
@@ -119,4 +121,32 @@ fn one_line(msg: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain_text;
+
+    #[test]
+    fn a_cause_is_said_once_and_only_a_repeated_end_is_dropped() {
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let repeated = anyhow::Error::new(std::io::Error::other(format!("opening x: {io}")));
+        // A cause that the message before it ends with: said once.
+        let e = anyhow::anyhow!("{io}").context(format!("opening x: {io}"));
+        assert_eq!(
+            chain_text(&e),
+            "opening x: No such file or directory (os error 2)"
+        );
+        // A different cause whose words stand inside the message before it: still said.
+        let e = anyhow::anyhow!("Invalid argument")
+            .context("Invalid argument for --cgroup: not a cgroup2 directory");
+        assert_eq!(
+            chain_text(&e),
+            "Invalid argument for --cgroup: not a cgroup2 directory: Invalid argument"
+        );
+        assert_eq!(
+            chain_text(&repeated),
+            "opening x: No such file or directory (os error 2)"
+        );
+    }
 }

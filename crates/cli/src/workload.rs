@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::Pid;
+use nix::unistd::{getpgid, getpgrp, tcgetpgrp, Pid};
 
 use crate::signals;
 
@@ -81,6 +81,14 @@ impl Workload {
         self.ended
     }
 
+    /// Whether the command shares pkprof's process group and that group is its terminal's
+    /// foreground group (where Ctrl-C is delivered to every member).
+    fn in_foreground_group(&self) -> bool {
+        let ours = getpgrp();
+        getpgid(Some(self.pid)).is_ok_and(|g| g == ours)
+            && tcgetpgrp(std::io::stdin()).is_ok_and(|g| g == ours)
+    }
+
     /// Ends the command if it still runs (see the module's doc), and returns how it ended.
     pub fn stop(&mut self) -> Ended {
         if let Some(ended) = self.try_wait() {
@@ -90,8 +98,13 @@ impl Workload {
             .and_then(|s| Signal::try_from(s).ok())
             .unwrap_or(Signal::SIGTERM);
         let asked = signals::received_count();
-        // The PID is ours until reaped: it cannot name another process.
-        let _ = kill(self.pid, sig);
+        // Ctrl-C at a terminal reaches the whole foreground process group, the command too: a
+        // second SIGINT could cut short the cleanup it started on the first (Python's
+        // KeyboardInterrupt). Forwarded only when it did not come from the terminal that way.
+        if !(sig == Signal::SIGINT && self.in_foreground_group()) {
+            // The PID is ours until reaped: it cannot name another process.
+            let _ = kill(self.pid, sig);
+        }
         let start = Instant::now();
         let (mut told, mut killed) = (false, false);
         loop {

@@ -55,6 +55,52 @@ fn note(sub: &str, out: &Output) -> String {
     .into_owned()
 }
 
+/// The command is found and run as execvp runs it (and so as `sh -c` would): a PATH entry that is
+/// not executable is passed over, and a script without `#!` is run by /bin/sh.
+#[test]
+#[ignore = "needs root and BPF"]
+fn commands_are_found_and_run_as_execvp_does() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("path");
+    let (first, second) = (dir.join("a"), dir.join("b"));
+    for d in [&first, &second] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // The same name twice in PATH: a plain file first, then an executable script without `#!`.
+    std::fs::write(first.join("pk-script"), "exit 9\n").unwrap();
+    std::fs::write(second.join("pk-script"), "exit 5\n").unwrap();
+    std::fs::set_permissions(
+        second.join("pk-script"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}:{}",
+        first.display(),
+        second.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let file = scratch("path.pkprof");
+    let f = file.to_str().unwrap();
+    for sub in ["record", "syscalls"] {
+        let out = run_with_timeout(
+            Command::new(pkprof_bin())
+                .args(args_of(sub, f, &["--", "pk-script"]))
+                .env("PATH", &path),
+            Duration::from_secs(60),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(5),
+            "{sub}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&file);
+}
+
 #[test]
 #[ignore = "needs root and BPF"]
 fn the_commands_exit_status_is_passed_on() {

@@ -384,14 +384,21 @@ struct {
 	__type(value, __u8);
 } exec_gates SEC(".maps");
 
+/*
+ * Gates in `exec_gates` not yet passed: set by user space with each gate, so that once the
+ * command has exec'ed every other exit of the system skips the lookup.
+ */
+volatile __u32 exec_gates_open = 0;
+
 /* Whether the exit of call `nr` returning `ret` in process `pid` comes before its gated execve. */
 static __always_inline bool before_exec_gate(__u32 pid, __u32 nr, long ret)
 {
-	if (!follow_children || !bpf_map_lookup_elem(&exec_gates, &pid))
+	if (!exec_gates_open || !bpf_map_lookup_elem(&exec_gates, &pid))
 		return false;
 	if (ret != 0 || !is_execve(nr))
 		return true;
 	bpf_map_delete_elem(&exec_gates, &pid);
+	__sync_fetch_and_sub(&exec_gates_open, 1);
 	return false;
 }
 

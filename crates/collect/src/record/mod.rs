@@ -89,11 +89,17 @@ impl Collector {
     /// them. `pid` is held before its execve, blocked in a call: what was counted of it so far
     /// (the fork's epilogue, its signal reset) is forgotten, and nothing it does is counted until
     /// its execve returns (`exec_gates` in cpu_account.bpf.c).
-    pub fn count_syscalls_from_exec(&self, pid: u32) -> Result<(), CollectError> {
-        let maps = &self.skel.maps;
-        maps.exec_gates
+    pub fn count_syscalls_from_exec(&mut self, pid: u32) -> Result<(), CollectError> {
+        self.skel
+            .maps
+            .exec_gates
             .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
             .map_err(read_err("exec_gates"))?;
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            // The command is held before its execve: no exit of it can race this store.
+            bss.exec_gates_open += 1;
+        }
+        let maps = &self.skel.maps;
         // Collected before deleting: deleting the key a hash-map walk stands on restarts it.
         let mut counted = Vec::new();
         for (key, _) in map_walk::entries(&maps.syscalls, "syscalls")? {

@@ -56,7 +56,8 @@ static __always_inline __s32 walk_user_stack(struct pkprof_sample *s, __u64 ip, 
 			break;
 		fp = frame[0];
 	}
-	if (i == PKPROF_MAX_STACK && !fp) /* the chain ended right at the depth limit */
+	/* At the depth limit: a next frame pointer that cannot be a frame ends the chain there. */
+	if (i == PKPROF_MAX_STACK && (!fp || fp < sp || (fp & 7)))
 		return n * sizeof(__u64);
 	s->stack_flags |= PKPROF_STACK_USER_TRUNCATED;
 	return n * sizeof(__u64);
