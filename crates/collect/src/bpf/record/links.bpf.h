@@ -96,8 +96,11 @@ static __always_inline void follow_fork(struct pkprof_cpu *c, struct task_struct
 /*
  * A process leaves the target set when its main thread's task is freed: after every thread of it
  * has run for the last time and its parent has reaped it (as `pkprof syscalls` drops its targets,
- * but late enough that the exit path, exit_mm and all, is still labelled). The PID cannot have
- * been reused before: it was released with the task.
+ * but late enough that the exit path, exit_mm and all, is still labelled). The PID itself was
+ * freed earlier, at release_task, an RCU grace period before this: a child that took the same PID
+ * inside that window would be dropped here and not followed. PIDs are handed out cyclically, so
+ * that takes a wrap of the PID space within milliseconds; comparing the task's start time with
+ * one kept in the map would close it.
  */
 SEC("tp_btf/sched_process_free")
 int BPF_PROG(on_target_free, struct task_struct *p)
