@@ -40,6 +40,25 @@ fn proc_stat_busy_ns(cpu: u32) -> u64 {
     (f[0] + f[1] + f[2] + f[5] + f[6]) * 10_000_000
 }
 
+/// Time the host took the vCPUs away (steal, all CPUs), from /proc/stat, in ns. The kernel leaves
+/// it out of a task's runtime (CONFIG_PARAVIRT_TIME_ACCOUNTING: the rq clock skips it), pkprof's
+/// clock between two switches does not: a slice the host cut short reads longer in pkprof by the
+/// steal inside it. The ticks' 10 ms grain makes this an estimate.
+fn steal_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("read /proc/stat");
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .expect("cpu line in /proc/stat");
+    // Fields: user nice system idle iowait irq softirq steal ...
+    let steal: u64 = line
+        .split_whitespace()
+        .nth(8)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    steal * 10_000_000
+}
+
 /// CPU `cpu`'s exact busy time (task + hard IRQ + softirq) in a pkprof frame, in ns.
 fn pkprof_cpu_busy_ns(frame: &Value, cpu: u64) -> u64 {
     let c = frame["cpus"]
@@ -173,6 +192,7 @@ fn thread_busy_fractions() {
     let mut w = Proc::spawn(cmd(&bin, &args));
     let pid = w.pid();
     let mut top = Top::start(&["-d", "0.5", "-H", "-p", &pid.to_string()]);
+    let steal_before = steal_ns();
     w.send_line("go");
     // tid -> (busy fraction, CLOCK_THREAD_CPUTIME_ID, context switches)
     let mut truth: HashMap<u64, (String, u64, u64)> = HashMap::new();
@@ -182,6 +202,7 @@ fn thread_busy_fractions() {
         truth.insert(t[0].parse().unwrap(), (t[1].clone(), cpu, csw));
     }
     w.wait(10 * SEC);
+    let steal = steal_ns() - steal_before;
     // Each thread's last row (the one marked exited) holds its final totals.
     let mut last: HashMap<u64, Value> = HashMap::new();
     let fin = top.wait_for(10 * SEC, |f| {
@@ -191,8 +212,9 @@ fn thread_busy_fractions() {
         row_of(f, pid).is_some_and(is_exited)
     });
     eprintln!(
-        "thread_busy_fractions: pkprof lost counters {}",
-        fin["lost"]
+        "thread_busy_fractions: pkprof lost counters {}; steal on all CPUs over the run {:.0} ms",
+        fin["lost"],
+        ms(steal)
     );
     // Print every thread before asserting on any.
     let mut results = Vec::new();
@@ -218,11 +240,15 @@ fn thread_busy_fractions() {
             "thread {tid} ran too little ({:.0} ms)",
             ms(exact)
         );
+        // 0.5%, and pkprof may read longer by at most the host's steal (see `steal_ns`).
+        let (lo, hi) = (exact as f64 * 0.995, exact as f64 * 1.005 + steal as f64);
         assert!(
-            rel_err(pk, exact) <= 0.005,
-            "thread {tid}: pkprof {:.3} ms vs CLOCK_THREAD_CPUTIME_ID {:.3} ms: off by more than 0.5%",
+            (lo..=hi).contains(&(pk as f64)),
+            "thread {tid}: pkprof {:.3} ms vs CLOCK_THREAD_CPUTIME_ID {:.3} ms: off by more than \
+             0.5% (+{:.0} ms of steal)",
             ms(pk),
-            ms(exact)
+            ms(exact),
+            ms(steal)
         );
     }
 }
@@ -238,8 +264,10 @@ fn short_lived_processes() {
     let parent = w.pid() as u64;
     // The binary is workload-fork_children: its comm (15 chars) is "workload-fork_c".
     let mut top = Top::start(&["-d", "0.5", "--comm", "^workload-fork"]);
+    let steal_before = steal_ns();
     w.send_line("go");
     let out = w.expect("children", 60 * SEC);
+    let steal = steal_ns() - steal_before;
     let (reaped, rusage_ns): (usize, u64) = (out[0].parse().unwrap(), out[1].parse().unwrap());
     w.wait(10 * SEC);
     assert_eq!(reaped, N, "the parent reaped every child");
@@ -265,21 +293,29 @@ fn short_lived_processes() {
     let pk: u64 = children.values().map(on_cpu_ns).sum();
     eprintln!(
         "short_lived_processes: {} children seen ({not_exited} without an exited row); \
-         getrusage(RUSAGE_CHILDREN) {:.3} ms, pkprof sum {:.3} ms, error {:.3}%",
+         getrusage(RUSAGE_CHILDREN) {:.3} ms, pkprof sum {:.3} ms, error {:.3}%; steal on all \
+         CPUs over the run {:.0} ms",
         children.len(),
         ms(rusage_ns),
         ms(pk),
-        rel_err(pk, rusage_ns) * 100.0
+        rel_err(pk, rusage_ns) * 100.0,
+        ms(steal)
     );
     assert_eq!(children.len(), N, "pkprof showed every child");
     assert_eq!(not_exited, 0, "every child's final (exited) row was shown");
     // 1%: measured 0.1-0.4% (pkprof above). Per child, the kernel and pkprof place the few us
     // around its first wakeup (after fork) and its last switch differently; 1,000 x a few us of ~1.6 s.
+    // pkprof may also read longer by at most the host's steal (see `steal_ns`).
+    let (lo, hi) = (
+        rusage_ns as f64 * 0.99,
+        rusage_ns as f64 * 1.01 + steal as f64,
+    );
     assert!(
-        rel_err(pk, rusage_ns) <= 0.01,
-        "children: pkprof {:.3} ms vs getrusage {:.3} ms: off by more than 1%",
+        (lo..=hi).contains(&(pk as f64)),
+        "children: pkprof {:.3} ms vs getrusage {:.3} ms: off by more than 1% (+{:.0} ms of steal)",
         ms(pk),
-        ms(rusage_ns)
+        ms(rusage_ns),
+        ms(steal)
     );
 }
 
