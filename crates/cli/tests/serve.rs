@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{build_workload, pkprof_bin, run_with_timeout};
+use common::{build_workload, pkprof_bin, run_with_timeout, wait_for};
 use serde_json::Value;
 
 /// A child process stopped (SIGTERM, then SIGKILL after 3 s) and reaped when dropped, so a failing
@@ -141,20 +141,6 @@ fn schedstat_s(pid: u32) -> f64 {
     s.split_whitespace().next().unwrap().parse::<u64>().unwrap() as f64 / 1e9
 }
 
-fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// A real Prometheus server scraping pkprof on `pk_port` every `interval`, storing in `dir`
 /// (its log in `dir/prometheus.log`): the server and its HTTP port.
 fn start_prometheus(dir: &TempDir, job: &str, pk_port: u16, interval: &str) -> (Guard, u16) {
@@ -191,7 +177,7 @@ fn prometheus_scrapes_a_busy_workload() {
     let pk_port = free_port();
     // All processes since attach fit well within 100 series, whatever else runs on the machine.
     let _pk = pkprof_listening(pk_port, &["-d", "0.5", "--metrics-top", "100"]);
-    wait_until(
+    wait_for(
         "pkprof's first frame on /metrics",
         Duration::from_secs(30),
         || {
@@ -297,7 +283,7 @@ fn prometheus_counters_never_reset_under_churn() {
     let py = threads.pid();
     let pk_port = free_port();
     let _pk = pkprof_listening(pk_port, &["-d", "0.5"]);
-    let metrics = wait_until(
+    let metrics = wait_for(
         "pkprof's first frame on /metrics",
         Duration::from_secs(30),
         || {
@@ -484,7 +470,7 @@ fn stream_sends_each_json_frame_at_once() {
     let port = free_port();
     // One watched process: frames of ~2 KB, far below any transfer buffer.
     let _pk = pkprof_listening(port, &["-d", "0.5", "-p", &busy.pid().to_string()]);
-    wait_until("pkprof's first frame", Duration::from_secs(30), || {
+    wait_for("pkprof's first frame", Duration::from_secs(30), || {
         http_get(port, "/metrics")
             .ok()
             .filter(|(c, b)| *c == 200 && b.contains("pkprof_cpu_seconds_total{"))

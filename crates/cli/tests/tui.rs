@@ -9,8 +9,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::tmux::{wait_for, Tmux};
-use common::{build_workload, pkprof_bin, Proc};
+use common::tmux::Tmux;
+use common::{build_workload, pkprof_bin, wait_for, Proc};
 
 /// Runs `pkprof top -d 0.5` in a pane, checks the screen, sends `key`, checks the exit and the
 /// terminal afterwards. The pane's shell records pkprof's exit code and `stty -a` once it is done,

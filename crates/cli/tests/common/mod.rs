@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -468,5 +468,20 @@ pub fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> std::process::O
             unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("{cmd:?} did not finish within {timeout:?}");
         }
+    }
+}
+
+/// Polls `f` every 100 ms until it gives a value (panics after `timeout`).
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -121,18 +121,3 @@ impl Drop for Tmux {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
-
-/// Polls `f` every 100 ms until it gives a value (panics after `timeout`).
-pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
