@@ -47,6 +47,92 @@ pub struct Meta {
     pub cpu_time: CpuTime,
     /// Problems that did not stop the recording (unreadable binary, PID gone before capture...).
     pub warnings: Vec<String>,
+    /// How far the sampled user stacks were unwound (docs/design.md, "User stacks").
+    pub user_stacks: UserStacks,
+}
+
+/// Samples with a user stack, by how their unwinding ended.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UserStacks {
+    /// Reached the thread's entry (`_start`, `clone3` / `start_thread`).
+    pub complete: u64,
+    /// Stopped early, by reason (each reason once, in [`Truncation`] order, zeros left out).
+    pub truncated: Vec<(Truncation, u64)>,
+}
+
+impl UserStacks {
+    /// Samples whose user stack stopped early, whatever the reason.
+    pub fn truncated_total(&self) -> u64 {
+        self.truncated.iter().map(|(_, n)| n).sum()
+    }
+
+    /// Counts one more stack ending `end` (None: complete).
+    pub fn add(&mut self, end: Option<Truncation>, samples: u64) {
+        match end {
+            None => self.complete += samples,
+            Some(t) => match self.truncated.iter_mut().find(|(r, _)| *r == t) {
+                Some((_, n)) => *n += samples,
+                None => {
+                    self.truncated.push((t, samples));
+                    self.truncated.sort();
+                }
+            },
+        }
+    }
+}
+
+/// Why a user stack stops before the thread's entry. A truncated stack's root is a
+/// [`FrameKind::Truncated`] frame named after its reason (`[truncated: stack window]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Truncation {
+    /// A frame's code has no unwind table (`.eh_frame`, `.debug_frame`) and its frame pointer
+    /// did not lead on.
+    NoUnwindInfo,
+    /// The process's maps or a binary's tables were not available (it exited before they were
+    /// read, the binary could not be opened).
+    TablesMissing,
+    /// The unwinding needed stack bytes beyond the copied window (`record --stack-bytes`).
+    StackWindow,
+    /// The stack could not be read (stack pointer into unmapped memory).
+    ReadFault,
+    /// More frames than pkprof keeps.
+    DepthLimit,
+    /// The unwind tables' memory limit was reached (`record --unwind-memory`).
+    TableLimit,
+    /// The walk met a frame that cannot be right: malformed unwind info, a frame chain going
+    /// backwards, a return address outside every executable mapping.
+    BadFrame,
+}
+
+impl Truncation {
+    /// Every reason, in order.
+    pub const ALL: [Truncation; 7] = [
+        Truncation::NoUnwindInfo,
+        Truncation::TablesMissing,
+        Truncation::StackWindow,
+        Truncation::ReadFault,
+        Truncation::DepthLimit,
+        Truncation::TableLimit,
+        Truncation::BadFrame,
+    ];
+
+    /// The reason as reports print it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Truncation::NoUnwindInfo => "no unwind info",
+            Truncation::TablesMissing => "tables missing",
+            Truncation::StackWindow => "stack window",
+            Truncation::ReadFault => "stack unreadable",
+            Truncation::DepthLimit => "depth limit",
+            Truncation::TableLimit => "unwind memory limit",
+            Truncation::BadFrame => "bad frame",
+        }
+    }
+
+    /// The name of the root frame of a stack truncated for this reason.
+    pub fn frame_name(self) -> String {
+        format!("[truncated: {}]", self.label())
+    }
 }
 
 /// What was profiled. Work served to a target is labelled [`Bucket::Process`]; to anybody else
@@ -166,6 +252,9 @@ pub struct Frame {
     pub line: Option<u32>,
     /// This frame is a function inlined into its caller (the frame before it in the stack).
     pub inlined: bool,
+    /// User frames: the GNU build-id of `module` in lower-case hex (empty when it has none), so
+    /// that `report --symbols DIR` can name the frame from separate debug files later.
+    pub build_id: String,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

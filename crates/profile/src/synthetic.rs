@@ -93,6 +93,7 @@ pub fn synthetic(samples: u64, stacks: u32, frames: u32, seed: u64) -> Profile {
             file: with_lines.then(|| format!("src/module{}.rs", i % 97)),
             line: with_lines.then(|| rng.below(5000) as u32 + 1),
             inlined: with_lines && rng.below(4) == 0,
+            build_id: String::new(),
         });
     }
     for j in 0..stacks {
@@ -227,6 +228,7 @@ fn synthetic_meta(samples: u64, seed: u64) -> Meta {
             ..CpuTime::default()
         },
         warnings: Vec::new(),
+        user_stacks: Default::default(),
     }
 }
 
@@ -242,6 +244,7 @@ pub fn rich() -> Profile {
         file: file.map(str::to_string),
         line,
         inlined: line == Some(7),
+        build_id: String::new(),
     };
     let frames = vec![
         frame(
@@ -374,6 +377,7 @@ pub fn rich() -> Profile {
                 "cannot read /proc/42/maps: no such process ⚠".into(),
                 "".into(),
             ],
+            user_stacks: Default::default(),
         },
         frames,
         stacks,

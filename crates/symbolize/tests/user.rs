@@ -59,6 +59,7 @@ fn exited_process_is_symbolized() {
                 file: None,
                 line: None,
                 inlined: false,
+                build_id: String::new(),
             }]
         );
     }

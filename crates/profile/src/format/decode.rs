@@ -174,6 +174,8 @@ fn meta(m: proto::Meta) -> Result<Meta, Corruption> {
             untracked_ns: c.untracked_ns,
         },
         warnings: m.warnings,
+        // Filled from the body once the format carries it (docs/profile-format.md).
+        user_stacks: Default::default(),
     })
 }
 
@@ -197,6 +199,7 @@ fn frame(f: proto::Frame, strings: &Strings) -> Result<Frame, Corruption> {
             .transpose()?,
         line: f.line,
         inlined: f.inlined,
+        build_id: String::new(),
     })
 }
 
