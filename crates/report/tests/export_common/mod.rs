@@ -59,6 +59,7 @@ pub fn small() -> Profile {
             file: src.map(|s| s.0.to_string()),
             line: src.map(|s| s.1),
             inlined: inl,
+            build_id: String::new(),
         })
     };
     use FrameKind::*;
