@@ -85,6 +85,7 @@ pub fn build(i: Inputs<'_>) -> Meta {
         },
         cpu_time: cpu_time(i.frame, rec),
         warnings: Vec::new(),
+        user_stacks: Default::default(),
     }
 }
 
