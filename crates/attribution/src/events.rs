@@ -1,5 +1,7 @@
 //! The events collection delivers, in plain Rust types (collection converts the kernel records).
 
+use pkprof_profile::Truncation;
+
 /// The thread a piece of work served, as the kernel's thread table knew it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Served {
@@ -42,15 +44,25 @@ pub struct SampleEvent {
     pub context: SampleContext,
     /// Kernel mode in task context: the task's saved orig_ax (the syscall number when >= 0).
     pub orig_ax: i64,
-    /// Instruction addresses, leaf first.
+    /// Instruction addresses, leaf first. `ustack` is the frame-pointer walk as read, then the
+    /// unwound stack once unwound (docs/design.md, "User stacks").
     pub kstack: Vec<u64>,
     pub ustack: Vec<u64>,
     /// The kernel could not read that stack (the sample keeps the other part).
     pub kstack_error: bool,
     pub ustack_error: bool,
-    /// The user stack's frame-pointer walk stopped where the chain went wrong (a frame pointer
-    /// that did not increase, or could not be read): the outer callers are missing.
-    pub ustack_truncated: bool,
+    /// Why the user stack stops before the thread's entry (None: it does not, as far as known).
+    /// As read: the frame-pointer walk stopped where the chain went wrong; once unwound: the
+    /// unwinder's verdict.
+    pub ustack_end: Option<Truncation>,
+    /// What the user stack is unwound from: the user registers (instruction, stack and frame
+    /// pointer) and the stack's bytes from the stack pointer up (emptied once unwound).
+    pub user_ip: u64,
+    pub user_sp: u64,
+    pub user_bp: u64,
+    pub ustack_bytes: Vec<u8>,
+    /// The copy of the stack's bytes stopped at an unreadable page before its window was full.
+    pub ustack_bytes_short: bool,
 }
 
 /// Where held samples go next.

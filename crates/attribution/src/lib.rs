@@ -11,4 +11,6 @@ pub mod targets;
 
 pub use events::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Served};
 pub use holds::{Holds, Resolution};
+/// Why a sample's user stack stops early (the profile's type, carried by [`SampleEvent`]).
+pub use pkprof_profile::Truncation;
 pub use targets::TargetSet;

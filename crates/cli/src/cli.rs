@@ -191,6 +191,13 @@ pub struct RecordArgs {
     /// Ring buffer for samples, MiB (rounded up to a power of two).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     ring_mib: u32,
+    /// Bytes of user stack copied per sample to unwind it from the binaries' unwind tables
+    /// (a multiple of 8; 0: frame pointers only). Deeper frames come from frame pointers where valid.
+    #[arg(long, default_value_t = pkprof_collect::record::DEFAULT_STACK_BYTES, value_parser = parse_stack_bytes)]
+    stack_bytes: u32,
+    /// Memory for the binaries' unwind tables, MiB; stacks needing more end `[truncated: unwind memory limit]`.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    unwind_memory: u32,
     /// Seconds receive work may wait on a socket for its reader before it counts as KERNEL.
     #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]
     tag_expire: f64,
@@ -224,6 +231,15 @@ struct RecordTargetArgs {
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+fn parse_stack_bytes(s: &str) -> Result<u32, String> {
+    let max = pkprof_collect::record::MAX_STACK_BYTES;
+    match s.parse::<u32>() {
+        Ok(n) if n <= max && n % 8 == 0 => Ok(n),
+        Ok(_) => Err(format!("must be a multiple of 8 from 0 to {max}")),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<f64, String> {
@@ -260,6 +276,8 @@ impl RecordArgs {
             max_tags: self.max_tags,
             tag_expire: std::time::Duration::from_secs_f64(self.tag_expire),
             ring_mib: self.ring_mib,
+            stack_bytes: self.stack_bytes,
+            unwind_memory_mib: self.unwind_memory,
             summary_rows: self.summary_rows,
         }
     }

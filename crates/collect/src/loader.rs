@@ -189,6 +189,7 @@ impl Collector {
                 ro.follow_children = rec.follow_children;
                 ro.timer_on_stack = local_timer;
                 ro.wakeup_bytes = u64::from(rec.ring_bytes / 4);
+                ro.stack_bytes = rec.stack_bytes;
             }
         }
         if let Some(rec) = &options.record {
@@ -199,6 +200,11 @@ impl Collector {
             open.maps
                 .targets
                 .set_max_entries(rec.max_targets)
+                .map_err(|e| load_err(e.to_string()))?;
+            let cpus = libbpf_rs::num_possible_cpus().map_err(|e| load_err(e.to_string()))?;
+            open.maps
+                .sample_scratch
+                .set_max_entries(cpus as u32)
                 .map_err(|e| load_err(e.to_string()))?;
         }
         let recording = options.record.is_some();

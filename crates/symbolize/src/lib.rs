@@ -230,3 +230,30 @@ fn raise_fd_limit() {
         }
     }
 }
+
+// TEMPORARY stand-in until the unwinder lands (branch `unwinder`): the frame-pointer chain.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserRegs {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+pub struct UnwoundStack {
+    pub frames: Vec<u64>,
+    pub end: Option<pkprof_profile::Truncation>,
+}
+impl Symbolizer {
+    pub fn unwind(
+        &mut self,
+        _pid: u32,
+        _regs: UserRegs,
+        _stack: &[u8],
+        _window_full: bool,
+        fp_chain: &[u64],
+    ) -> UnwoundStack {
+        UnwoundStack {
+            frames: fp_chain.to_vec(),
+            end: None,
+        }
+    }
+}

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use pkprof_attribution::{SampleContext, Served};
+use pkprof_attribution::{SampleContext, Served, Truncation};
 use pkprof_profile::Bucket;
 
 /// A raw stack: the process whose user addresses these are, and both parts, leaf first.
@@ -12,8 +12,8 @@ pub struct RawStack {
     pub user_pid: u32,
     pub ustack: Vec<u64>,
     pub kstack: Vec<u64>,
-    /// The user stack's walk stopped early where the frame chain went wrong.
-    pub truncated: bool,
+    /// Why the user stack stops before the thread's entry (None: it reached it).
+    pub end: Option<Truncation>,
 }
 
 /// The labels a sample group carries.

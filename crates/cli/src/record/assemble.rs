@@ -2,16 +2,18 @@
 //! (user addresses per process, kernel addresses together), joins user and kernel stacks at the
 //! syscall boundary, and fills in the exact counts.
 //!
-//! User stacks come from a frame-pointer walk that already stopped at a broken chain (BPF side,
-//! sample.bpf.h); here they are also cut at the first return address outside every executable
-//! mapping of the process (data read as an address), and a cut stack gets a `[truncated]` root
-//! frame. A return address repeated with increasing frame pointers is recursion, not a broken
-//! walk, and stays.
+//! User stacks come unwound (session.rs, docs/design.md "User stacks") or, with `--stack-bytes 0`,
+//! from a frame-pointer walk that already stopped at a broken chain (BPF side, sample.bpf.h);
+//! here they are also cut at the first return address outside every executable mapping of the
+//! process (data read as an address). A stack that stops before the thread's entry gets a
+//! `[truncated: REASON]` root frame, and every user stack is counted in the profile's
+//! `user_stacks` by how it ended. A return address repeated with increasing frame pointers is
+//! recursion, not a broken walk, and stays.
 
 use std::collections::{HashMap, HashSet};
 
-use pkprof_attribution::SampleContext;
-use pkprof_profile::{Context, Frame, FrameId, FrameKind, ProfileBuilder, SampleGroup};
+use pkprof_attribution::{SampleContext, Truncation};
+use pkprof_profile::{Context, Frame, FrameId, FrameKind, ProfileBuilder, SampleGroup, UserStacks};
 use pkprof_symbolize::Symbolizer;
 
 use super::aggregate::{Aggregate, RawStack};
@@ -39,11 +41,11 @@ struct Symbols {
     user: HashMap<(u32, u64), Vec<FrameId>>,
 }
 
-/// The user addresses of `s` worth symbolizing, leaf first, and whether the stack is truncated:
-/// the walk's own mark, or a return address outside every executable mapping (where the rest is
+/// The user addresses of `s` worth symbolizing, leaf first, and why the stack stops early: the
+/// walk's own verdict, or a return address outside every executable mapping (where the rest is
 /// cut). The leaf is kept wherever it is (the sampled instruction pointer is real); a process
 /// whose maps were not captured is kept whole.
-fn user_part<'a>(s: &'a RawStack, sym: &Symbolizer) -> (&'a [u64], bool) {
+fn user_part<'a>(s: &'a RawStack, sym: &Symbolizer) -> (&'a [u64], Option<Truncation>) {
     let cut = s
         .ustack
         .iter()
@@ -52,16 +54,16 @@ fn user_part<'a>(s: &'a RawStack, sym: &Symbolizer) -> (&'a [u64], bool) {
         .find(|(i, a)| sym.is_executable(s.user_pid, lookup_addr(*i, **a)) == Some(false))
         .map(|(i, _)| i);
     match cut {
-        Some(i) => (&s.ustack[..i], true),
-        None => (&s.ustack, s.truncated),
+        Some(i) => (&s.ustack[..i], Some(s.end.unwrap_or(Truncation::BadFrame))),
+        None => (&s.ustack, s.end),
     }
 }
 
-/// The root frame of a stack whose outer callers are missing.
-fn truncated_frame() -> Frame {
+/// The root frame of a stack whose outer callers are missing, named after the reason.
+fn truncated_frame(reason: Truncation) -> Frame {
     Frame {
         kind: FrameKind::Truncated,
-        name: "[truncated]".into(),
+        name: reason.frame_name(),
         module: "[truncated]".into(),
         symbolized: true,
         ..Frame::default()
@@ -101,17 +103,25 @@ fn symbolize(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder) -> S
     Symbols { kernel, user }
 }
 
-/// The frames of a raw stack, root first, and whether its kernel part starts at a syscall entry.
+/// The user and kernel frames of a raw stack, root first; whether its kernel part starts at a
+/// syscall entry; how its user part ended (None for a stack without user part).
+struct StackParts {
+    user: Vec<FrameId>,
+    kernel: Vec<FrameId>,
+    in_syscall: bool,
+    user_end: Option<Option<Truncation>>,
+}
+
 fn stack_frames(
     s: &RawStack,
     sym: &Symbolizer,
     syms: &Symbols,
     b: &mut ProfileBuilder,
-) -> (Vec<FrameId>, Vec<FrameId>, bool) {
+) -> StackParts {
     let mut user = Vec::new();
-    let (ustack, truncated) = user_part(s, sym);
-    if truncated {
-        user.push(b.frame(truncated_frame()));
+    let (ustack, end) = user_part(s, sym);
+    if let Some(reason) = end {
+        user.push(b.frame(truncated_frame(reason)));
     }
     for (i, a) in ustack.iter().enumerate().rev() {
         if let Some(f) = syms.user.get(&(s.user_pid, lookup_addr(i, *a))) {
@@ -128,7 +138,12 @@ fn stack_frames(
         .iter()
         .take(4)
         .any(|id| is_syscall_entry(&b.frame_at(*id).name));
-    (user, kernel, in_syscall)
+    StackParts {
+        user,
+        kernel,
+        in_syscall,
+        user_end: (!ustack.is_empty()).then_some(end),
+    }
 }
 
 /// Adds every sample group of `agg` to the builder.
@@ -140,8 +155,17 @@ pub fn add_samples(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder
         .map(|s| stack_frames(s, sym, &syms, b))
         .collect();
     let mut stack_ids: HashMap<(u32, Option<u32>), u32> = HashMap::new();
+    let mut user_stacks = UserStacks::default();
     for (raw, labels, count) in agg.groups() {
-        let (user, kernel, in_syscall) = &parts[raw as usize];
+        let StackParts {
+            user,
+            kernel,
+            in_syscall,
+            user_end,
+        } = &parts[raw as usize];
+        if let Some(end) = user_end {
+            user_stacks.add(*end, count);
+        }
         let syscall = labels.syscall.filter(|_| *in_syscall);
         let context = match labels.context {
             SampleContext::User => Context::User,
@@ -179,6 +203,7 @@ pub fn add_samples(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder
             count,
         });
     }
+    b.meta_mut().user_stacks = user_stacks;
 }
 
 /// The syscall boundary frame `sys_<name>` joining a user call site to the kernel's work.

@@ -78,6 +78,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             follow_children: matches!(opts.target, Target::Command(_)),
             max_targets: opts.max_targets,
             probes: opts.probes.clone(),
+            stack_bytes: opts.stack_bytes,
         }),
     };
     let mut collector = Collector::start(collector_opts)?;
@@ -134,6 +135,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         target_set,
         &pids,
         opts.tag_expire,
+        opts.stack_bytes > 0,
     )
     .run(stop)?;
     let end_unix = meta::unix_ns();

@@ -41,6 +41,10 @@ pub struct RecordOptions {
     pub tag_expire: Duration,
     /// Ring buffer size in MiB.
     pub ring_mib: u32,
+    /// User stack bytes copied per sample for unwinding (0: frame pointers only).
+    pub stack_bytes: u32,
+    /// Memory for unwind tables, MiB.
+    pub unwind_memory_mib: u32,
     /// Entries in the end-of-run summary.
     pub summary_rows: usize,
 }

@@ -13,7 +13,7 @@ use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, 
 use pkprof_collect::record::ring::RecordEvent;
 use pkprof_collect::Collector;
 use pkprof_profile::ProcessInfo;
-use pkprof_symbolize::Symbolizer;
+use pkprof_symbolize::{Symbolizer, UserRegs};
 
 use super::aggregate::{Aggregate, Labels, RawStack};
 use crate::signals;
@@ -92,6 +92,8 @@ pub struct Session<'a> {
     target_pids: HashSet<u32>,
     /// The kernel's thread table may fill up before the next read at the usual pace.
     table_busy: bool,
+    /// Samples carry user stack bytes to unwind (`record --stack-bytes` > 0).
+    unwinding: bool,
     /// When the accounting was last read, and the thread table's lost count then.
     last_read: Instant,
     last_thread_map_full: u64,
@@ -113,6 +115,7 @@ impl<'a> Session<'a> {
         targets: TargetSet,
         pids: &[u32],
         tag_expire: Duration,
+        unwinding: bool,
     ) -> Self {
         let accountant = Accountant::new(false, Filter::default(), collector.attach_mono_ns);
         Session {
@@ -139,6 +142,7 @@ impl<'a> Session<'a> {
             captures: HashMap::new(),
             target_pids: pids.iter().copied().collect(),
             table_busy: false,
+            unwinding,
             last_read: Instant::now(),
             last_thread_map_full: 0,
         }
@@ -206,11 +210,14 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn sample(&mut self, s: SampleEvent) {
+    fn sample(&mut self, mut s: SampleEvent) {
         self.rec.kstack_errors += s.kstack_error as u64;
         self.rec.ustack_errors += s.ustack_error as u64;
         if !s.ustack.is_empty() {
             self.capture(s.cur_pid, &s.ustack);
+        }
+        if s.user_sp != 0 && self.unwinding {
+            self.unwind(&mut s);
         }
         if s.hold != 0 {
             self.holds.hold(s.hold, s.time_ns, s);
@@ -251,6 +258,29 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// Unwinds the sample's user stack from its copied bytes (docs/design.md, "User stacks"),
+    /// replacing the frame-pointer walk, while the process's maps are at hand; the bytes are
+    /// dropped. Code that appears in the unwound frames (dlopen) is captured for later samples.
+    fn unwind(&mut self, s: &mut SampleEvent) {
+        let regs = UserRegs {
+            ip: s.user_ip,
+            sp: s.user_sp,
+            bp: s.user_bp,
+        };
+        let bytes = std::mem::take(&mut s.ustack_bytes);
+        let unwound =
+            self.symbolizer
+                .unwind(s.cur_pid, regs, &bytes, !s.ustack_bytes_short, &s.ustack);
+        if self.captures.get(&s.cur_pid) == Some(&true) {
+            for addr in unwound.frames.iter().skip(1) {
+                self.symbolizer
+                    .ensure_mapped(s.cur_pid, addr.saturating_sub(1));
+            }
+        }
+        s.ustack = unwound.frames;
+        s.ustack_end = unwound.end;
+    }
+
     fn resolved(&mut self, s: SampleEvent, r: Resolution) {
         let served = match r {
             Resolution::Thread(t) => Some(t),
@@ -275,7 +305,7 @@ impl<'a> Session<'a> {
             user_pid: s.cur_pid,
             ustack: s.ustack,
             kstack: s.kstack,
-            truncated: s.ustack_truncated,
+            end: s.ustack_end,
         };
         self.rec.aggregate.add(stack, labels);
     }

@@ -235,6 +235,20 @@ enum pkprof_sample_ctx {
 
 /* pkprof_sample.stack_flags: the user stack's walk stopped where the frame chain went wrong. */
 #define PKPROF_STACK_USER_TRUNCATED 1
+/* pkprof_sample.stack_flags: the copy of the user stack's bytes stopped at an unreadable page
+ * (the end of the stack mapping, or a stack pointer into unmapped memory) before the window was
+ * full. */
+#define PKPROF_STACK_BYTES_SHORT 2
+
+/*
+ * User stack bytes copied after each sample, for unwinding from the binaries' unwind tables in
+ * user space (docs/design.md, "User stacks"): `record --stack-bytes`, a multiple of 8 up to the
+ * maximum (the per-CPU scratch buffer's size).
+ */
+enum pkprof_stack_bytes {
+	PKPROF_DEFAULT_STACK_BYTES = 16384,
+	PKPROF_MAX_STACK_BYTES = 65536,
+};
 
 /*
  * Hold keys: a sample whose beneficiary is not known yet (interrupt work under a served-event
@@ -275,12 +289,22 @@ struct pkprof_sample {
 	__u32 flags;    /* PKPROF_SAMPLE_* */
 	__s32 kstack_len; /* bytes of kstack filled, or a negative errno */
 	__s32 ustack_len; /* bytes of ustack filled, or a negative errno (0: not taken) */
-	/* Reserved for unwinding without frame pointers: bytes of raw user stack that would follow
-	 * the record (always 0 in this version; readers must skip that many bytes). */
+	/* Bytes of the user stack, copied from user_sp upwards, that follow the record. */
 	__u32 ustack_bytes_len;
 	char comm[PKPROF_COMM_LEN]; /* served thread's command when known, else the current one */
+	/* The user registers the stack is unwound from (0 when no user stack was taken). */
+	__u64 user_ip;
+	__u64 user_sp;
+	__u64 user_bp;
 	__u64 kstack[PKPROF_MAX_STACK]; /* leaf first */
-	__u64 ustack[PKPROF_MAX_STACK]; /* leaf first */
+	__u64 ustack[PKPROF_MAX_STACK]; /* leaf first: the frame-pointer walk */
+};
+
+/* A sample and its stack bytes, as built in the scratch buffer and emitted to the ring. */
+struct pkprof_sample_buf {
+	struct pkprof_sample s;
+	/* One page more than the maximum: each page-sized copy starts below the maximum. */
+	__u8 stack[PKPROF_MAX_STACK_BYTES + 4096];
 };
 
 /* The fate of held samples: `from` (a hold key) goes to a thread, another key, or KERNEL. */

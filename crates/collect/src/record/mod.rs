@@ -12,11 +12,16 @@ use libbpf_rs::{MapCore, MapFlags};
 use crate::error::CollectError;
 use crate::loader::Collector;
 use crate::map_walk;
-use crate::skel::types::{pkprof_func_key, pkprof_syscall_key};
+use crate::skel::types::{pkprof_func_key, pkprof_stack_bytes as StackBytes, pkprof_syscall_key};
 
 /// Default capacity of the kernel's target set (`record --max-targets`): target processes alive
 /// at the same time (they leave it when they are reaped).
 pub const DEFAULT_MAX_TARGETS: u32 = 8192;
+
+/// Default bytes of user stack copied per sample (`record --stack-bytes`), and the most that can
+/// be asked for (pkprof.h).
+pub const DEFAULT_STACK_BYTES: u32 = StackBytes::PKPROF_DEFAULT_STACK_BYTES.0;
+pub const MAX_STACK_BYTES: u32 = StackBytes::PKPROF_MAX_STACK_BYTES.0;
 
 /// What `record` adds to the accounting programs.
 #[derive(Clone, Debug)]
@@ -32,6 +37,9 @@ pub struct RecordConfig {
     pub max_targets: u32,
     /// User functions to count exactly (uprobes).
     pub probes: Vec<FuncProbe>,
+    /// Bytes of user stack copied per sample for unwinding (a multiple of 8, at most
+    /// [`MAX_STACK_BYTES`]; 0: frame pointers only).
+    pub stack_bytes: u32,
 }
 
 /// `--count FUNC@BINARY`.

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use libbpf_rs::{RingBuffer, RingBufferBuilder};
+use pkprof_attribution::Truncation;
 use pkprof_attribution::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Served};
 
 use crate::error::CollectError;
@@ -21,6 +22,7 @@ const SCTX_SOFTIRQ: u32 = 4;
 const FLAG_KTHREAD: u32 = 1;
 const FLAG_TARGET: u32 = 2;
 const STACK_USER_TRUNCATED: u32 = 1;
+const STACK_BYTES_SHORT: u32 = 2;
 const LINK_THREAD: u32 = 1;
 const LINK_HOLD: u32 = 2;
 const LINK_EXPIRED: u32 = 4;
@@ -90,7 +92,16 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
                 ustack: stack(&s.ustack, s.ustack_len),
                 kstack_error: s.kstack_len < 0,
                 ustack_error: s.ustack_len < 0,
-                ustack_truncated: s.stack_flags & STACK_USER_TRUNCATED != 0,
+                ustack_end: (s.stack_flags & STACK_USER_TRUNCATED != 0)
+                    .then_some(Truncation::BadFrame),
+                user_ip: s.user_ip,
+                user_sp: s.user_sp,
+                user_bp: s.user_bp,
+                ustack_bytes: bytes
+                    .get(size_of::<pkprof_sample>()..)?
+                    .get(..s.ustack_bytes_len as usize)?
+                    .to_vec(),
+                ustack_bytes_short: s.stack_flags & STACK_BYTES_SHORT != 0,
             }))
         }
         EV_LINK => {

@@ -57,6 +57,7 @@ struct {
 /* The ring buffer's record types reach BTF (and so Rust) only through globals of their type. */
 struct pkprof_sample pkprof_sample_btf_anchor SEC(".data.btf_anchor");
 struct pkprof_link pkprof_link_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_stack_bytes pkprof_stack_bytes_btf_anchor SEC(".data.btf_anchor");
 
 static __always_inline __u32 target_flag(__u32 pid)
 {

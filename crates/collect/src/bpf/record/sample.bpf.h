@@ -12,6 +12,50 @@
 
 /* The local timer tracepoints are attached: the sampling interrupt itself is on the ctx stack. */
 const volatile bool timer_on_stack = false;
+/* Bytes of user stack copied per sample (record --stack-bytes; 0: none). */
+const volatile __u32 stack_bytes = PKPROF_DEFAULT_STACK_BYTES;
+
+/*
+ * Where each CPU builds its sample before it goes to the ring with its variable-length stack
+ * bytes (bpf_ringbuf_reserve needs a constant size). An array indexed by CPU rather than a
+ * per-CPU array: a per-CPU value may not exceed 32 KiB. The sampling program does not nest on a
+ * CPU (the kernel runs one BPF program per CPU at a time in this context), so one slot a CPU is
+ * enough. Sized to the possible CPUs by the loader.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pkprof_sample_buf);
+} sample_scratch SEC(".maps");
+
+/*
+ * Copies up to `stack_bytes` of the user stack from `sp` upwards into `dst`, page by page: one
+ * read is all or nothing, and a stack's last page is followed by unmapped memory. Stops at the
+ * first page that cannot be read (not resident, or the end of the mapping). Returns the bytes
+ * copied and sets PKPROF_STACK_BYTES_SHORT when that is less than asked.
+ */
+static __noinline __u32 copy_user_stack(__u8 *dst, __u64 sp, __u32 *stack_flags)
+{
+	__u32 want = stack_bytes, off = 0, i;
+
+	if (want > PKPROF_MAX_STACK_BYTES)
+		want = PKPROF_MAX_STACK_BYTES;
+	for (i = 0; i < PKPROF_MAX_STACK_BYTES / 4096 + 1 && off < want; i++) {
+		__u32 chunk = 4096 - ((sp + off) & 4095);
+
+		if (chunk > want - off)
+			chunk = want - off;
+		if (off >= PKPROF_MAX_STACK_BYTES || chunk > 4096)
+			break;
+		if (bpf_probe_read_user(dst + off, chunk, (void *)(sp + off)))
+			break;
+		off += chunk;
+	}
+	if (off < want)
+		*stack_flags |= PKPROF_STACK_BYTES_SHORT;
+	return off;
+}
 
 static __always_inline void label_thread(struct pkprof_sample *s, __u32 tid)
 {
@@ -67,18 +111,20 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 {
 	struct pkprof_cpu *c = this_cpu();
 	struct task_struct *cur = bpf_get_current_task_btf();
+	struct pkprof_sample_buf *buf;
 	struct pkprof_sample *s;
 	/* The context allows only 8-byte loads of the registers: read cs (with its padding) whole. */
 	bool user = (*(volatile __u64 *)((void *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs)) & 3) == 3;
-	__u32 depth, i;
+	__u32 depth, i, cpu = bpf_get_smp_processor_id();
+	__u64 uip = 0, usp = 0, ubp = 0;
+	bool ustack = false;
 
 	if (!c)
 		return 0;
-	s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
-	if (!s) {
-		c->lost.sample_ring_full++;
+	buf = bpf_map_lookup_elem(&sample_scratch, &cpu);
+	if (!buf)
 		return 0;
-	}
+	s = &buf->s;
 	s->kind = PKPROF_EV_SAMPLE;
 	s->cpu = bpf_get_smp_processor_id();
 	s->time_ns = bpf_ktime_get_ns();
@@ -95,6 +141,9 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 	s->flags = 0;
 	s->ustack_len = 0;
 	s->ustack_bytes_len = 0;
+	s->user_ip = 0;
+	s->user_sp = 0;
+	s->user_bp = 0;
 	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), cur->comm);
 
 	depth = c->depth;
@@ -138,19 +187,36 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 	s->kstack_len = user ? 0 : bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
 	/* Interrupt work serves someone else: the interrupted task's user stack is not its caller. */
 	if (s->ctx == PKPROF_SCTX_USER) {
-		s->ustack_len = walk_user_stack(s, ctx->regs.ip, ctx->regs.bp, ctx->regs.sp);
+		uip = ctx->regs.ip;
+		usp = ctx->regs.sp;
+		ubp = ctx->regs.bp;
+		ustack = true;
 	} else if (s->ctx == PKPROF_SCTX_KERNEL && !(cur->flags & PF_KTHREAD)) {
 		/* In a syscall or exception: the user registers saved at kernel entry. */
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
 
-		s->ustack_len = walk_user_stack(s, BPF_CORE_READ(regs, ip), BPF_CORE_READ(regs, bp),
-						BPF_CORE_READ(regs, sp));
+		uip = BPF_CORE_READ(regs, ip);
+		usp = BPF_CORE_READ(regs, sp);
+		ubp = BPF_CORE_READ(regs, bp);
+		ustack = true;
+	}
+	if (ustack) {
+		s->user_ip = uip;
+		s->user_sp = usp;
+		s->user_bp = ubp;
+		s->ustack_len = walk_user_stack(s, uip, ubp, usp);
+		if (stack_bytes)
+			s->ustack_bytes_len = copy_user_stack(buf->stack, usp, &s->stack_flags);
 	}
 	{
 		__u32 owner = s->cur_pid;
 		bool urgent = s->ustack_len > 0 && !bpf_map_lookup_elem(&captured, &owner);
+		__u64 len = sizeof(*s) + (s->ustack_bytes_len & (2 * PKPROF_MAX_STACK_BYTES - 1));
 
-		bpf_ringbuf_submit(s, submit_flags(urgent));
+		if (len > sizeof(*buf))
+			len = sizeof(*buf);
+		if (bpf_ringbuf_output(&events, buf, len, submit_flags(urgent)))
+			c->lost.sample_ring_full++;
 	}
 	return 0;
 }
