@@ -10,6 +10,8 @@
 #ifndef PKPROF_RECORD_SAMPLE_BPF_H
 #define PKPROF_RECORD_SAMPLE_BPF_H
 
+#include "user_stack.bpf.h"
+
 /* The local timer tracepoints are attached: the sampling interrupt itself is on the ctx stack. */
 const volatile bool timer_on_stack = false;
 /* Bytes of user stack copied per sample (record --stack-bytes; 0: none). */
@@ -29,33 +31,6 @@ struct {
 	__type(value, struct pkprof_sample_buf);
 } sample_scratch SEC(".maps");
 
-/*
- * Copies up to `stack_bytes` of the user stack from `sp` upwards into `dst`, page by page: one
- * read is all or nothing, and a stack's last page is followed by unmapped memory. Stops at the
- * first page that cannot be read (not resident, or the end of the mapping). Returns the bytes
- * copied and sets PKPROF_STACK_BYTES_SHORT when that is less than asked.
- */
-static __noinline __u32 copy_user_stack(__u8 *dst, __u64 sp, __u32 *stack_flags)
-{
-	__u32 want = stack_bytes, off = 0, i;
-
-	if (want > PKPROF_MAX_STACK_BYTES)
-		want = PKPROF_MAX_STACK_BYTES;
-	for (i = 0; i < PKPROF_MAX_STACK_BYTES / 4096 + 1 && off < want; i++) {
-		__u32 chunk = 4096 - ((sp + off) & 4095);
-
-		if (chunk > want - off)
-			chunk = want - off;
-		if (off >= PKPROF_MAX_STACK_BYTES || chunk > 4096)
-			break;
-		if (bpf_probe_read_user(dst + off, chunk, (void *)(sp + off)))
-			break;
-		off += chunk;
-	}
-	if (off < want)
-		*stack_flags |= PKPROF_STACK_BYTES_SHORT;
-	return off;
-}
 
 static __always_inline void label_thread(struct pkprof_sample *s, __u32 tid)
 {
@@ -206,7 +181,7 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 		s->user_bp = ubp;
 		s->ustack_len = walk_user_stack(s, uip, ubp, usp);
 		if (stack_bytes)
-			s->ustack_bytes_len = copy_user_stack(buf->stack, usp, &s->stack_flags);
+			s->ustack_bytes_len = copy_user_stack(buf->stack, usp, stack_bytes, &s->stack_flags);
 	}
 	{
 		__u32 owner = s->cur_pid;
