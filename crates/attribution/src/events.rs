@@ -63,6 +63,8 @@ pub struct SampleEvent {
     pub ustack_bytes: Vec<u8>,
     /// The copy of the stack's bytes stopped at an unreadable page before its window was full.
     pub ustack_bytes_short: bool,
+    /// ns the kernel side took to build the sample (stack walks and copy; not the ring output).
+    pub build_ns: u32,
 }
 
 /// Where held samples go next.

@@ -8,6 +8,7 @@
 
 mod aggregate;
 mod assemble;
+mod costs;
 mod meta;
 mod options;
 mod session;
@@ -221,13 +222,14 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     }
     let profile = builder.finish();
     let bytes = out_file.commit(|w| Ok(pkprof_profile::write_profile(&profile, w)?))?;
-    let text = summary::render(
+    let mut text = summary::render(
         &profile,
         &output.display().to_string(),
         bytes,
         opts.summary_rows,
         &exit_note,
     );
+    text.push_str(&recorded.costs.render());
     crate::stdout::write(text.as_bytes()).context("writing the summary")?;
     Ok(ended.map_or(0, Ended::exit_code))
 }

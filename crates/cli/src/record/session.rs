@@ -16,6 +16,7 @@ use pkprof_profile::ProcessInfo;
 use pkprof_symbolize::{Symbolizer, UserRegs};
 
 use super::aggregate::{Aggregate, Labels, RawStack};
+use super::costs::SampleCosts;
 use crate::signals;
 
 /// Why recording stopped.
@@ -42,6 +43,7 @@ pub struct Recorded {
     pub maps_missing: u64,
     /// Own time of target threads that found the thread table full, at the last read.
     pub untracked_target_ns: u64,
+    pub costs: SampleCosts,
     pub stop: StopReason,
 }
 
@@ -136,6 +138,7 @@ impl<'a> Session<'a> {
                 ustack_errors: 0,
                 maps_missing: 0,
                 untracked_target_ns: 0,
+                costs: SampleCosts::default(),
                 stop: StopReason::Duration,
             },
             accountant,
@@ -213,11 +216,22 @@ impl<'a> Session<'a> {
     fn sample(&mut self, mut s: SampleEvent) {
         self.rec.kstack_errors += s.kstack_error as u64;
         self.rec.ustack_errors += s.ustack_error as u64;
+        self.rec.costs.build.add(u64::from(s.build_ns));
+        let first = !self.captures.contains_key(&s.cur_pid);
+        let start = Instant::now();
         if !s.ustack.is_empty() {
             self.capture(s.cur_pid, &s.ustack);
         }
         if s.user_sp != 0 && self.unwinding {
+            let unwind_start = Instant::now();
             self.unwind(&mut s);
+            let costs = &mut self.rec.costs;
+            costs.unwind.add(unwind_start.elapsed().as_nanos() as u64);
+            if first {
+                // Maps captured and the process's tables built: what its first sample waited.
+                costs.processes += 1;
+                costs.slowest_first = costs.slowest_first.max(start.elapsed());
+            }
         }
         if s.hold != 0 {
             self.holds.hold(s.hold, s.time_ns, s);

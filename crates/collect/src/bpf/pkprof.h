@@ -291,6 +291,8 @@ struct pkprof_sample {
 	__s32 ustack_len; /* bytes of ustack filled, or a negative errno (0: not taken) */
 	/* Bytes of the user stack, copied from user_sp upwards, that follow the record. */
 	__u32 ustack_bytes_len;
+	/* ns the program took to build this record (before it went to the ring). */
+	__u32 build_ns;
 	char comm[PKPROF_COMM_LEN]; /* served thread's command when known, else the current one */
 	/* The user registers the stack is unwound from (0 when no user stack was taken). */
 	__u64 user_ip;

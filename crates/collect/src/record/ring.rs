@@ -102,6 +102,7 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
                     .get(..s.ustack_bytes_len as usize)?
                     .to_vec(),
                 ustack_bytes_short: s.stack_flags & STACK_BYTES_SHORT != 0,
+                build_ns: s.build_ns,
             }))
         }
         EV_LINK => {

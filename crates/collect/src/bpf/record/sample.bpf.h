@@ -190,6 +190,7 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 
 		if (len > sizeof(*buf))
 			len = sizeof(*buf);
+		s->build_ns = bpf_ktime_get_ns() - s->time_ns;
 		if (bpf_ringbuf_output(&events, buf, len, submit_flags(urgent)))
 			c->lost.sample_ring_full++;
 	}
