@@ -220,7 +220,9 @@ impl<'a> Session<'a> {
         let first = !self.captures.contains_key(&s.cur_pid);
         let start = Instant::now();
         if !s.ustack.is_empty() {
-            self.capture(s.cur_pid, &s.ustack);
+            // Unwinding checks its own frames; the frame-pointer walk's may be garbage.
+            let checked = if self.unwinding { 1 } else { s.ustack.len() };
+            self.capture(s.cur_pid, &s.ustack[..checked]);
         }
         if s.user_sp != 0 && self.unwinding {
             let unwind_start = Instant::now();
@@ -285,10 +287,12 @@ impl<'a> Session<'a> {
         let unwound =
             self.symbolizer
                 .unwind(s.cur_pid, regs, &bytes, !s.ustack_bytes_short, &s.ustack);
-        if self.captures.get(&s.cur_pid) == Some(&true) {
-            for addr in unwound.frames.iter().skip(1) {
+        // A walk that stopped early may have met code mapped since the last capture (dlopen):
+        // have the maps re-read (rate-limited) for the next samples.
+        if unwound.end.is_some() && self.captures.get(&s.cur_pid) == Some(&true) {
+            if let Some(last) = unwound.frames.last() {
                 self.symbolizer
-                    .ensure_mapped(s.cur_pid, addr.saturating_sub(1));
+                    .ensure_mapped(s.cur_pid, last.saturating_sub(1));
             }
         }
         s.ustack = unwound.frames;

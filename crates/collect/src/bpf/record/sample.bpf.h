@@ -56,30 +56,67 @@ static __always_inline void label_thread(struct pkprof_sample *s, __u32 tid)
  * unreadable: the caller is code built without frame pointers, such as glibc's
  * __libc_start_call_main, which leaves rbp = 1 for main). Return addresses outside every
  * executable mapping (data read as an address) are cut in user space, which has the maps.
- * Returns the bytes of `s->ustack` filled.
+ * Frames inside the `copied` bytes of `buf->stack` (the copy of the stack from sp up) are read
+ * from that copy, which costs a load instead of a user read. Returns the bytes of `s->ustack`
+ * filled.
  */
-static __always_inline __s32 walk_user_stack(struct pkprof_sample *s, __u64 ip, __u64 fp, __u64 sp)
+/* The walk's state across bpf_loop steps (a plain loop of 126 steps is too much for the verifier). */
+struct fp_walk {
+	struct pkprof_sample_buf *buf;
+	__u64 fp;
+	__u64 sp;
+	__u32 copied;
+	__u32 n;      /* addresses in s->ustack */
+	__u32 ended;  /* the chain ended normally */
+	__u32 cycled; /* a frame pointer did not increase */
+};
+
+static long fp_step(__u64 index, void *ctx)
 {
-	__u32 n = 1, i;
+	struct fp_walk *w = ctx;
+	struct pkprof_sample_buf *buf = w->buf;
+	__u64 frame[2]; /* saved rbp, return address */
+	__u64 fp = w->fp, sp = w->sp, off = fp - sp;
+	__u32 i = index + 1;
 
-	s->ustack[0] = ip;
-	for (i = 1; i < PKPROF_MAX_STACK; i++) {
-		__u64 frame[2]; /* saved rbp, return address */
-
-		if (!fp || fp < sp || (fp & 7) ||
-		    bpf_probe_read_user(frame, sizeof(frame), (void *)fp) || !frame[1])
-			return n * sizeof(__u64);
-		s->ustack[i] = frame[1];
-		n = i + 1;
-		if (frame[0] && frame[0] <= fp && frame[0] >= sp)
-			break;
-		fp = frame[0];
+	if (i >= PKPROF_MAX_STACK || !fp || fp < sp || (fp & 7)) {
+		w->ended = i < PKPROF_MAX_STACK;
+		return 1;
 	}
+	if (off + sizeof(frame) <= w->copied && off < PKPROF_MAX_STACK_BYTES) {
+		__builtin_memcpy(frame, buf->stack + off, sizeof(frame));
+	} else if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp)) {
+		w->ended = 1;
+		return 1;
+	}
+	if (!frame[1]) {
+		w->ended = 1;
+		return 1;
+	}
+	buf->s.ustack[i] = frame[1];
+	w->n = i + 1;
+	if (frame[0] && frame[0] <= fp && frame[0] >= sp) {
+		w->cycled = 1;
+		return 1;
+	}
+	w->fp = frame[0];
+	return 0;
+}
+
+static __always_inline __s32 walk_user_stack(struct pkprof_sample_buf *buf, __u32 copied, __u64 ip,
+					     __u64 fp, __u64 sp)
+{
+	struct fp_walk w = { .buf = buf, .fp = fp, .sp = sp, .copied = copied, .n = 1 };
+
+	buf->s.ustack[0] = ip;
+	bpf_loop(PKPROF_MAX_STACK - 1, fp_step, &w, 0);
+	if (w.ended)
+		return w.n * sizeof(__u64);
 	/* At the depth limit: a next frame pointer that cannot be a frame ends the chain there. */
-	if (i == PKPROF_MAX_STACK && (!fp || fp < sp || (fp & 7)))
-		return n * sizeof(__u64);
-	s->stack_flags |= PKPROF_STACK_USER_TRUNCATED;
-	return n * sizeof(__u64);
+	if (!w.cycled && (!w.fp || w.fp < sp || (w.fp & 7)))
+		return w.n * sizeof(__u64);
+	buf->s.stack_flags |= PKPROF_STACK_USER_TRUNCATED;
+	return w.n * sizeof(__u64);
 }
 
 static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
@@ -179,9 +216,9 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 		s->user_ip = uip;
 		s->user_sp = usp;
 		s->user_bp = ubp;
-		s->ustack_len = walk_user_stack(s, uip, ubp, usp);
 		if (stack_bytes)
 			s->ustack_bytes_len = copy_user_stack(buf->stack, usp, stack_bytes, &s->stack_flags);
+		s->ustack_len = walk_user_stack(buf, s->ustack_bytes_len, uip, ubp, usp);
 	}
 	{
 		__u32 owner = s->cur_pid;
