@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use common::netns::Link;
 use common::*;
-use pkprof_profile::{Bucket, Context, FrameKind, Profile};
+use pkprof_profile::{Bucket, Context, FrameKind, Profile, Truncation};
 
 /// A running `pkprof record`; `start` returns once sampling runs.
 struct Recording {
@@ -685,10 +685,14 @@ fn wild_frame_pointer_walks_stop_and_are_marked_truncated() {
     // Three threads spin while rbp holds ASCII data, a frame pointing to itself, or a frame whose
     // return address is ASCII data; the main thread spins with sound frame pointers (see the
     // workload's comment). The kernel's walk (bpf_get_stack, and perf -g) gives `fake_caller`
-    // 126 times in a row and `[unknown]+0xd4b4f2030303132` roots there.
+    // 126 times in a row and `[unknown]+0xd4b4f2030303132` roots there. With frame pointers only
+    // (`--stack-bytes 0`) pkprof's walk stops there and marks the stack.
     let bin = build_workload_with("wild_frames", &["-fomit-frame-pointer"]);
     let bin_s = bin.to_str().unwrap();
-    let (_, p) = record("wild", &["-F", "999", "--", bin_s, "2"]);
+    let (_, p) = record(
+        "wild",
+        &["-F", "999", "--stack-bytes", "0", "--", bin_s, "2"],
+    );
     let pid = p.meta.targets.pids[0];
     let mut seen: std::collections::HashMap<&str, u64> = Default::default();
     // Broken walks: (marked truncated, all) samples.
@@ -715,7 +719,9 @@ fn wild_frame_pointer_walks_stop_and_are_marked_truncated() {
             frames.windows(2).all(|w| w[0] != w[1]),
             "a frame repeated in a row (no recursion here): {names:?}"
         );
-        let marked = names.first() == Some(&(FrameKind::Truncated, "[truncated]"));
+        let marked = names.first().is_some_and(|(k, n)| {
+            *k == FrameKind::Truncated && *n == Truncation::BadFrame.frame_name()
+        });
         match spin {
             // A sample in the few instructions around the asm loop (the loop test, push, pop)
             // sees the caller's own rbp, not the broken frame: the walk there may end unmarked.
@@ -753,7 +759,56 @@ fn wild_frame_pointer_walks_stop_and_are_marked_truncated() {
         .output()
         .expect("pkprof report runs");
     let graph = String::from_utf8_lossy(&out.stdout);
-    assert!(graph.contains("[truncated]"), "{graph}");
+    assert!(graph.contains("[truncated: bad frame]"), "{graph}");
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn wild_frame_pointers_do_not_matter_to_unwinding() {
+    // The same threads as above, unwound from the binary's unwind tables (the default): rbp is
+    // just a register there, so every spinning thread's stack is whole, from the spin function
+    // to the thread's entry, and nothing of the fake frames shows.
+    let bin = build_workload_with("wild_frames", &["-fomit-frame-pointer"]);
+    let bin_s = bin.to_str().unwrap();
+    let (_, p) = record("wild-unwound", &["-F", "999", "--", bin_s, "2"]);
+    let pid = p.meta.targets.pids[0];
+    let mut whole: std::collections::HashMap<&str, (u64, u64)> = Default::default();
+    for s in p.samples.iter().filter(|s| s.pid == pid) {
+        let names = frame_names(&p, s.stack);
+        let Some(spin) = ["spin_ascii_rbp", "spin_self_frame", "spin_ascii_ret"]
+            .into_iter()
+            .find(|f| names.last().is_some_and(|(_, n)| n == f))
+        else {
+            continue;
+        };
+        assert!(
+            !names
+                .iter()
+                .any(|(_, n)| n.starts_with("[unknown]") || *n == "fake_caller"),
+            "a fake frame shown: {names:?}"
+        );
+        let (ok, all) = whole.entry(spin).or_default();
+        *all += s.count;
+        let user: Vec<&str> = names
+            .iter()
+            .filter(|(k, _)| *k == FrameKind::User)
+            .map(|(_, n)| *n)
+            .collect();
+        if names[0].0 == FrameKind::User
+            && user
+                .first()
+                .is_some_and(|n| *n == "clone3" || *n == "__clone3")
+            && user.contains(&"start_thread")
+        {
+            *ok += s.count;
+        }
+    }
+    eprintln!("whole stacks (whole, all) by function: {whole:?}");
+    assert_eq!(whole.len(), 3, "{whole:?}");
+    for (f, (ok, all)) in &whole {
+        assert!(*all > 20, "too few samples in {f}: {whole:?}");
+        assert!(ok * 20 >= all * 19, "{f}: {ok} of {all} stacks whole");
+    }
 }
 
 #[test]
