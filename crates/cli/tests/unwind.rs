@@ -26,9 +26,10 @@ use common::*;
 use perf_script::{canonical_name, PerfSample};
 use pkprof_profile::{FrameKind, Profile, Truncation};
 
-/// Seconds each fixture burns CPU: enough samples at 999 Hz (pkprof) and 499 Hz (perf), short
-/// enough that the whole file runs in about a minute.
-const SECS: &str = "2";
+/// Seconds of CPU each fixture burns (its own CPU time, whatever else runs): enough samples at 999 Hz (pkprof) and 499 Hz (perf), short
+/// enough that the whole file runs in about 80 s (each `pkprof record` of the debug build also
+/// spends ~5 s after its command exits).
+const SECS: &str = "1.5";
 
 fn tmp(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
@@ -195,6 +196,13 @@ fn fixture(name: &str) -> Fixture {
                 "unwind_chain_rs::inner",
                 "unwind_chain_rs::hot",
             ]),
+        ),
+        "syscall" => (
+            "syscall",
+            c("syscall", &[]),
+            // The leaf user frame of a sample in the kernel: libc's read().
+            "read",
+            entry_and(&["sys_outer", "sys_inner", "read"]),
         ),
         other => panic!("no fixture {other}"),
     };
@@ -565,8 +573,8 @@ fn debian_python3_reaches_main() {
         &script,
         "import sys, time\n\
          def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\
-         end = time.monotonic() + float(sys.argv[1])\n\
-         while time.monotonic() < end:\n    fib(18)\n",
+         end = time.process_time() + float(sys.argv[1])\n\
+         while time.process_time() < end:\n    fib(18)\n",
     )
     .unwrap();
     let cmd = ["/usr/bin/python3", script.to_str().unwrap(), SECS].map(str::to_owned);
@@ -623,9 +631,10 @@ fn debian_xz_reaches_main() {
 fn syscall_joins_unwound_user_frames_to_kernel_frames() {
     // The fixture reads /dev/zero 1 MiB at a time through libc's read(): the time is in the
     // kernel, under main > sys_outer > sys_inner > read, all without frame pointers.
-    let cmd: Vec<String> = [chains_bin(), "syscall", SECS].map(str::to_owned).to_vec();
-    let rec = record("syscall", &cmd);
-    let chain = entry_and(&["sys_outer", "sys_inner", "read"]);
+    let Fixture {
+        name, cmd, chain, ..
+    } = fixture("syscall");
+    let rec = record(name, &cmd);
     let (mut all, mut in_read, mut joined) = (0, 0, 0);
     let mut bad: HashMap<String, u64> = HashMap::new();
     for s in rec.p.samples.iter().filter(|s| s.pid == rec.pid) {
@@ -822,6 +831,7 @@ fn fixtures_hold_their_chains_under_perf() {
         "thread",
         "dlopen",
         "rust",
+        "syscall",
     ] {
         let fx = fixture(name);
         let perf = perf_stacks(&perf_record(fx.name, &fx.cmd));

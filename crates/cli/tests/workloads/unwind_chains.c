@@ -1,7 +1,7 @@
 /* Known call chains for the unwinding tests (tests/unwind.rs), built -O2 -fomit-frame-pointer: no
  * function here keeps a frame pointer, so only unwind tables (.eh_frame) give the callers.
  *
- * Usage: unwind_chains MODE SECONDS [ARG]; burns CPU for SECONDS in the chain of MODE, then prints
+ * Usage: unwind_chains MODE SECONDS [ARG]; burns SECONDS of CPU in the chain of MODE, then prints
  * "done MODE". Every chain's functions are noinline + noclone (no inlining, no `.isra`/`.constprop`
  * copies with other names) and use their callee's result after the call (no tail calls: a tail
  * call would drop the caller from the stack, and the truth with it). Expected stacks, root first,
@@ -34,10 +34,11 @@
 static double end_time;
 static volatile unsigned long sink;
 
+/* The process's CPU time: the number of samples does not depend on how busy the machine is. */
 static double now(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
