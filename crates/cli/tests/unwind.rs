@@ -735,9 +735,67 @@ fn inclusive(stacks: &[(UserStack, u64)]) -> HashMap<String, f64> {
         .collect()
 }
 
-/// The fixture under perf (its chain holds there: the fixture's own check) and under pkprof:
-/// ≥ 95% of each one's samples have a user stack (names, root first) that the other one also
-/// gave, and every function's inclusive share (≥ 5% on either side) agrees within ±2 points.
+/// How two recordings of one fixture agree, `a` measured against `b` (the truth): the failures of
+/// "≥ 95% of each one's samples have a user stack (names, root first, a truncation mark
+/// included) that the other one also gave" and "every function's inclusive share (≥ 5% on
+/// either side) within ±2 points". Two separate runs: stacks are compared as sets, not sample by
+/// sample.
+fn disagreements(what: &str, a: &[(UserStack, u64)], b: &[(UserStack, u64)]) -> Vec<String> {
+    let key = |u: &UserStack| -> Vec<String> { u.names().iter().map(|s| s.to_string()).collect() };
+    let set = |x: &[(UserStack, u64)]| -> HashSet<Vec<String>> {
+        x.iter().map(|(u, _)| key(u)).collect()
+    };
+    let share = |stacks: &[(UserStack, u64)], other: &HashSet<Vec<String>>| -> (u64, u64) {
+        let total: u64 = stacks.iter().map(|s| s.1).sum();
+        let seen = (stacks.iter())
+            .filter(|(u, _)| other.contains(&key(u)))
+            .map(|s| s.1)
+            .sum();
+        (seen, total)
+    };
+    let (a_seen, a_total) = share(a, &set(b));
+    let (b_seen, b_total) = share(b, &set(a));
+    eprintln!(
+        "{what}: {a_seen} of {a_total} stacks of the first also in the second's; {b_seen} of \
+         {b_total} of the second's in the first's"
+    );
+    let mut off = Vec::new();
+    if a_total < 500 || b_total < 300 {
+        off.push(format!("too few samples: {a_total}, {b_total}"));
+    }
+    if a_seen * 100 < a_total * 95 {
+        off.push(format!(
+            "{a_seen} of {a_total} stacks are ones the truth gave"
+        ));
+    }
+    if b_seen * 100 < b_total * 95 {
+        off.push(format!(
+            "{b_seen} of the truth's {b_total} stacks were given"
+        ));
+    }
+    let (ai, bi) = (inclusive(a), inclusive(b));
+    let mut funcs: Vec<&String> = (ai.keys().chain(bi.keys()))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    funcs.sort();
+    for f in funcs {
+        let (x, y) = (
+            ai.get(f).copied().unwrap_or(0.0),
+            bi.get(f).copied().unwrap_or(0.0),
+        );
+        if x.max(y) >= 5.0 {
+            eprintln!("  {f:30} {x:5.1}%  truth {y:5.1}%");
+            if (x - y).abs() > 2.0 {
+                off.push(format!("{f} inclusive {x:.1}% vs {y:.1}%"));
+            }
+        }
+    }
+    off
+}
+
+/// The fixture under perf (its chain holds there: the fixture's own check) and under pkprof: see
+/// [`disagreements`].
 fn compare_with_perf(name: &str) {
     let fx = fixture(name);
     let perf = perf_stacks(&perf_record(fx.name, &fx.cmd));
@@ -747,56 +805,10 @@ fn compare_with_perf(name: &str) {
         "the fixture's chain does not hold under perf: {good} of {total}"
     );
     let pk = record(fx.name, &fx.cmd).user_stacks();
-    let key = |u: &UserStack| -> Vec<String> { u.names().iter().map(|s| s.to_string()).collect() };
-    let perf_set: HashSet<Vec<String>> = perf.iter().map(|(u, _)| key(u)).collect();
-    let pk_set: HashSet<Vec<String>> = pk.iter().map(|(u, _)| key(u)).collect();
-    let share = |stacks: &[(UserStack, u64)], other: &HashSet<Vec<String>>| -> (u64, u64) {
-        let total: u64 = stacks.iter().map(|s| s.1).sum();
-        let seen = (stacks.iter())
-            .filter(|(u, _)| other.contains(&key(u)))
-            .map(|s| s.1)
-            .sum();
-        (seen, total)
-    };
-    let (pk_seen, pk_total) = share(&pk, &perf_set);
-    let (perf_seen, perf_total) = share(&perf, &pk_set);
-    eprintln!(
-        "{name}: {pk_seen} of {pk_total} pkprof stacks also in perf's; {perf_seen} of \
-         {perf_total} perf stacks also in pkprof's"
-    );
-    let (pi, qi) = (inclusive(&pk), inclusive(&perf));
-    let mut funcs: Vec<&String> = pi
-        .keys()
-        .chain(qi.keys())
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
-    funcs.sort();
-    let mut off = Vec::new();
-    for f in funcs {
-        let (a, b) = (
-            pi.get(f).copied().unwrap_or(0.0),
-            qi.get(f).copied().unwrap_or(0.0),
-        );
-        if a.max(b) >= 5.0 {
-            eprintln!("  {f:30} pkprof {a:5.1}%  perf {b:5.1}%");
-            if (a - b).abs() > 2.0 {
-                off.push(format!("{f}: pkprof {a:.1}% perf {b:.1}%"));
-            }
-        }
-    }
-    assert!(pk_total >= 500, "only {pk_total} pkprof samples");
-    assert!(
-        pk_seen * 100 >= pk_total * 95,
-        "{name}: {pk_seen} of {pk_total} pkprof stacks are ones perf gave"
-    );
-    assert!(
-        perf_seen * 100 >= perf_total * 95,
-        "{name}: {perf_seen} of {perf_total} perf stacks are ones pkprof gave"
-    );
+    let off = disagreements(&format!("{name}: pkprof vs perf"), &pk, &perf);
     assert!(
         off.is_empty(),
-        "inclusive shares differ by > 2 points: {off:?}"
+        "{name}: pkprof disagrees with perf: {off:?}"
     );
 }
 
@@ -812,8 +824,9 @@ fn qsort_callback_agrees_with_perf_dwarf() {
     compare_with_perf("qsort");
 }
 
-/// The fixtures' own check: every chain holds under perf. Opt-in (PKPROF_UNWIND_PERF_ALL=1):
-/// the two comparisons above already check chain and qsort under perf.
+/// The fixtures' own check: every chain holds under perf, and perf's agreement with itself on
+/// chain and qsort meets what the comparisons above ask of pkprof. Opt-in
+/// (PKPROF_UNWIND_PERF_ALL=1): the two comparisons already check chain and qsort under perf.
 #[test]
 #[ignore = "needs root and perf"]
 fn fixtures_hold_their_chains_under_perf() {
@@ -839,6 +852,16 @@ fn fixtures_hold_their_chains_under_perf() {
             check_chain(&format!("{name} under perf"), &perf, fx.leaf, &fx.chain);
         if total < 300 || good * 100 < total * 95 {
             failed.push(format!("{name}: {good} of {total}"));
+        }
+    }
+    // The agreement asked of pkprof is within reach: perf agrees so with itself, run to run.
+    for name in ["chain", "qsort"] {
+        let fx = fixture(name);
+        let a = perf_stacks(&perf_record(&format!("{name}-again"), &fx.cmd));
+        let b = perf_stacks(&perf_record(fx.name, &fx.cmd));
+        let off = disagreements(&format!("{name}: perf vs perf"), &a, &b);
+        if !off.is_empty() {
+            failed.push(format!("{name}: perf disagrees with itself: {off:?}"));
         }
     }
     assert!(failed.is_empty(), "chains not held under perf: {failed:?}");
