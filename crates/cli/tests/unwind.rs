@@ -26,9 +26,9 @@ use common::*;
 use perf_script::{canonical_name, PerfSample};
 use pkprof_profile::{FrameKind, Profile, Truncation};
 
-/// Seconds of CPU each fixture burns (its own CPU time, whatever else runs): enough samples at 999 Hz (pkprof) and 499 Hz (perf), short
-/// enough that the whole file runs in about 80 s (each `pkprof record` of the debug build also
-/// spends ~5 s after its command exits).
+/// Seconds of CPU each fixture burns (its own CPU time, however busy the machine): enough
+/// samples at 999 Hz (pkprof) and 499 Hz (perf), short enough that the whole file runs in about a
+/// minute (each `pkprof record` of the debug build also spends ~5 s after its command exits).
 const SECS: &str = "1.5";
 
 fn tmp(name: &str) -> PathBuf {
@@ -374,7 +374,7 @@ fn check_chain(
         }
     }
     let mut bad: Vec<_> = bad.into_iter().collect();
-    bad.sort_by(|a, b| b.1.cmp(&a.1));
+    bad.sort_by_key(|b| std::cmp::Reverse(b.1));
     eprintln!(
         "{what}: {good} of {total} samples in {leaf} carry the chain ({:.1}%); {unmarked_cut} \
          unmarked but cut short",
@@ -555,7 +555,7 @@ fn reach_main(rec: &Rec, comm: &str) -> (u64, u64, u64) {
         }
     }
     let mut bad: Vec<_> = bad.into_iter().collect();
-    bad.sort_by(|a, b| b.1.cmp(&a.1));
+    bad.sort_by_key(|b| std::cmp::Reverse(b.1));
     eprintln!(
         "{comm}: {reached} of {total} user samples reach main ({:.1}%), {cut} unmarked but cut \
          short; roots of the others: {:?}",
@@ -661,7 +661,7 @@ fn syscall_joins_unwound_user_frames_to_kernel_frames() {
         }
     }
     let mut bad: Vec<_> = bad.into_iter().collect();
-    bad.sort_by(|a, b| b.1.cmp(&a.1));
+    bad.sort_by_key(|b| std::cmp::Reverse(b.1));
     eprintln!(
         "syscall: {all} samples, {in_read} in sys_read, {joined} read {chain:?} > sys_read > \
          kernel; others: {:?}",
