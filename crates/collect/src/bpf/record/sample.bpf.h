@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * pkprof record: the cpu-clock sampling program. Each sample carries the kernel stack (the kernel's
- * walk) and the user stack (our frame-pointer walk, below), the current task, and the thread the interrupted work served, read from
+ * walk) and the user stack (our frame-pointer walk, user_stack.bpf.h, and a copy of its bytes), the current task, and the thread the interrupted work served, read from
  * the accounting core's per-CPU registers: the current thread in task context, the queuer of the
  * work item a kworker runs, or, under a served-event tag (NET_RX, BLOCK), a hold key resolved later
  * by link events (links.bpf.h). The sample runs inside the timer interrupt that local_timer_entry
@@ -43,43 +43,6 @@ static __always_inline void label_thread(struct pkprof_sample *s, __u32 tid)
 	s->cgroup_id = e->cgroup_id;
 	s->flags = thread_flags(e);
 	__builtin_memcpy(s->comm, e->comm, sizeof(s->comm));
-}
-
-/*
- * The user stack by frame pointers, leaf first, as the kernel's perf_callchain_user walks it (the
- * interrupted ip, then the return address above each saved rbp), but not into a cycle: a saved
- * frame pointer that does not increase yet still points into the live stack (at or above sp) is a
- * frame chain gone wrong, where the kernel's walk repeats one frame up to its depth limit; the
- * walk stops there and marks the stack truncated, as it does at the depth limit. The other ends
- * are the ordinary ends of a frame chain and unmarked, as in the kernel's walk: a zero frame
- * pointer (_start and clone clear rbp), or one that cannot be a frame (below sp, misaligned,
- * unreadable: the caller is code built without frame pointers, such as glibc's
- * __libc_start_call_main, which leaves rbp = 1 for main). Return addresses outside every
- * executable mapping (data read as an address) are cut in user space, which has the maps.
- * Returns the bytes of `s->ustack` filled.
- */
-static __always_inline __s32 walk_user_stack(struct pkprof_sample *s, __u64 ip, __u64 fp, __u64 sp)
-{
-	__u32 n = 1, i;
-
-	s->ustack[0] = ip;
-	for (i = 1; i < PKPROF_MAX_STACK; i++) {
-		__u64 frame[2]; /* saved rbp, return address */
-
-		if (!fp || fp < sp || (fp & 7) ||
-		    bpf_probe_read_user(frame, sizeof(frame), (void *)fp) || !frame[1])
-			return n * sizeof(__u64);
-		s->ustack[i] = frame[1];
-		n = i + 1;
-		if (frame[0] && frame[0] <= fp && frame[0] >= sp)
-			break;
-		fp = frame[0];
-	}
-	/* At the depth limit: a next frame pointer that cannot be a frame ends the chain there. */
-	if (i == PKPROF_MAX_STACK && (!fp || fp < sp || (fp & 7)))
-		return n * sizeof(__u64);
-	s->stack_flags |= PKPROF_STACK_USER_TRUNCATED;
-	return n * sizeof(__u64);
 }
 
 static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
@@ -179,7 +142,7 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 		s->user_ip = uip;
 		s->user_sp = usp;
 		s->user_bp = ubp;
-		s->ustack_len = walk_user_stack(s, uip, ubp, usp);
+		s->ustack_len = walk_user_stack(s->ustack, uip, ubp, usp, &s->stack_flags);
 		if (stack_bytes)
 			s->ustack_bytes_len = copy_user_stack(buf->stack, usp, stack_bytes, &s->stack_flags);
 	}
