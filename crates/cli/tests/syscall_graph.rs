@@ -494,11 +494,13 @@ fn system_wide_sees_other_processes_but_not_pkprof() {
     );
 }
 
+/// (syscall, frames' (symbol, module) innermost first, sampled calls).
+type ChainSite = (String, Vec<(String, String)>, u64);
+
 /// The call sites of the read/write cluster of `sc_chain` (main -> outer -> inner -> read, write
-/// in a loop) built without frame pointers: (syscall, frames' (symbol, module) innermost first,
-/// sampled calls). Every 61st call is sampled: an odd period, since an even one (the default 64)
-/// falls on the same call of a 2-call loop every time.
-fn frameless_chain_sites(name: &str) -> Vec<(String, Vec<(String, String)>, u64)> {
+/// in a loop) built without frame pointers. Every 61st call is sampled: an odd period, since an
+/// even one (the default 64) falls on the same call of a 2-call loop every time.
+fn frameless_chain_sites(name: &str) -> Vec<ChainSite> {
     let bin = build_workload_with("sc_chain", &["-fomit-frame-pointer"]);
     let args = ["--stack-every", "61", "--", bin.to_str().unwrap(), "20000"];
     let report = json_report(name, &args);

@@ -22,10 +22,13 @@ pub struct RawSite {
     pub count: u64,
 }
 
+/// An unwound stack: frames leaf first and how it ended.
+type Stack = (Vec<u64>, Option<Truncation>);
+
 /// (transition, stack) -> sampled calls, for at most `capacity` distinct entries.
 #[derive(Debug)]
 pub struct SiteTable {
-    sites: HashMap<EdgeId, HashMap<(Vec<u64>, Option<Truncation>), u64>>,
+    sites: HashMap<EdgeId, HashMap<Stack, u64>>,
     len: usize,
     capacity: usize,
     full: u64,
