@@ -105,6 +105,10 @@ pub struct SyscallsArgs {
     /// Keep the user stack of every Nth call of a thread (and each transition's first); 0: none.
     #[arg(long, default_value_t = 64)]
     stack_every: u32,
+    /// Bytes of user stack copied per kept stack to unwind it from the binaries' unwind tables
+    /// (a multiple of 8; 0: frame pointers only). Deeper frames come from frame pointers where valid.
+    #[arg(long, default_value_t = pkprof_collect::record::DEFAULT_STACK_BYTES, value_parser = parse_stack_bytes)]
+    stack_bytes: u32,
     /// Count without timing each call: one tracepoint (sys_exit) instead of two, less overhead.
     #[arg(long)]
     no_time: bool,
@@ -148,6 +152,7 @@ impl SyscallsArgs {
             output: self.output,
             top: self.top,
             stack_every: self.stack_every,
+            stack_bytes: self.stack_bytes,
             max_transitions: self.max_transitions,
             timed: !self.no_time,
         }

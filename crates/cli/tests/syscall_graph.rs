@@ -493,3 +493,88 @@ fn system_wide_sees_other_processes_but_not_pkprof() {
         "pkprof counted itself"
     );
 }
+
+/// (syscall, frames' (symbol, module) innermost first, sampled calls).
+type ChainSite = (String, Vec<(String, String)>, u64);
+
+/// The call sites of the read/write cluster of `sc_chain` (main -> outer -> inner -> read, write
+/// in a loop) built without frame pointers. Every 61st call is sampled: an odd period, since an
+/// even one (the default 64) falls on the same call of a 2-call loop every time.
+fn frameless_chain_sites(name: &str) -> Vec<ChainSite> {
+    let bin = build_workload_with("sc_chain", &["-fomit-frame-pointer"]);
+    let args = ["--stack-every", "61", "--", bin.to_str().unwrap(), "20000"];
+    let report = json_report(name, &args);
+    let clusters = report["clusters"].as_array().expect("clusters");
+    let cluster = clusters
+        .iter()
+        .find(|c| {
+            let path = c["path"].to_string();
+            path.contains("\"read\"") && path.contains("\"write\"")
+        })
+        .unwrap_or_else(|| panic!("no read/write cluster in {clusters:?}"));
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    cluster["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .map(|s| {
+            let frames = s["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| (text(&f["symbol"]), text(&f["module"])))
+                .collect();
+            (text(&s["syscall"]), frames, u64_of(s, "count"))
+        })
+        .collect()
+}
+
+/// Holds with any unwinder: the sampled calls are there (20,000 of each, 1 in 61 sampled) and
+/// their leaf frame is libc's wrapper of the syscall (the ip right after its syscall
+/// instruction; libc's own symbol table names it).
+#[test]
+#[ignore = "needs root and BPF"]
+fn frameless_call_sites_start_in_the_libc_wrapper() {
+    let sites = frameless_chain_sites("sc-chain-leaf");
+    for (syscall, frames, count) in &sites {
+        eprintln!("{count:>5} {syscall}: {frames:?}");
+    }
+    for syscall in ["read", "write"] {
+        let calls: u64 = sites.iter().filter(|s| s.0 == syscall).map(|s| s.2).sum();
+        // 20,000 calls of each, every 61st call of the thread sampled: ~328 of each.
+        assert!(calls >= 250, "{syscall}: {calls} sampled calls");
+    }
+    for (syscall, frames, _) in &sites {
+        let (symbol, module) = &frames[0];
+        assert!(
+            module.contains("libc.so") && symbol.contains(syscall.as_str()),
+            "{syscall}'s leaf frame is not libc's {syscall}: {frames:?}"
+        );
+    }
+}
+
+/// Needs the unwinder (docs/design.md, "User stacks"): without frame pointers only .eh_frame
+/// leads from the syscall back to main. For >= 95% of the sampled calls, the frames after the
+/// libc wrapper are the source's chain inner < outer < main, and the stack is complete (no
+/// `[truncated: ...]` root).
+#[test]
+#[ignore = "needs root and BPF"]
+fn frameless_call_sites_carry_the_whole_chain() {
+    let sites = frameless_chain_sites("sc-chain-whole");
+    let (mut total, mut whole) = (0, 0);
+    for (syscall, frames, count) in &sites {
+        eprintln!("{count:>5} {syscall}: {frames:?}");
+        let names: Vec<&str> = frames.iter().map(|f| f.0.as_str()).collect();
+        total += count;
+        if names.get(1..4) == Some(&["inner", "outer", "main"][..])
+            && !names.iter().any(|n| n.starts_with("[truncated"))
+        {
+            whole += count;
+        }
+    }
+    assert!(total > 0, "no call sites");
+    assert!(
+        whole as f64 >= 0.95 * total as f64,
+        "{whole} of {total} sampled calls carry main -> outer -> inner"
+    );
+}

@@ -29,7 +29,7 @@ pub struct Lost {
     pub transitions_full: u64,
     /// Call-site samples dropped because the site table was full.
     pub sites_full: u64,
-    /// User stacks that could not be read.
+    /// User stacks that could not be read, or kept (the collector's ring buffer was full).
     pub stacks_failed: u64,
     /// Calls not counted because the kernel could not allocate a thread's state.
     #[serde(default)]

@@ -24,11 +24,11 @@ pub fn profile(
 ) -> Profile {
     let mut addrs: HashMap<u32, HashSet<u64>> = HashMap::new();
     for t in &raw.transitions {
-        for (stack, _) in &t.sites {
+        for site in &t.sites {
             addrs
                 .entry(t.pid)
                 .or_default()
-                .extend(stack.iter().map(|a| a.saturating_sub(1)));
+                .extend(site.frames.iter().map(|a| a.saturating_sub(1)));
         }
     }
     let mut frames: HashMap<(u32, u64), Frame> = HashMap::new();
@@ -69,8 +69,9 @@ pub fn profile(
         let sites = t
             .sites
             .iter()
-            .map(|(stack, count)| {
-                let mut resolved: Vec<Frame> = stack
+            .map(|site| {
+                let mut resolved: Vec<Frame> = site
+                    .frames
                     .iter()
                     .map(|a| {
                         let a = a.saturating_sub(1);
@@ -86,9 +87,17 @@ pub fn profile(
                 if let Some(bad) = resolved.iter().skip(1).position(|f| f.module.is_none()) {
                     resolved.truncate(bad + 1);
                 }
+                // A stack that stopped before the thread's entry says why, as record's do.
+                if let Some(reason) = site.end {
+                    resolved.push(Frame {
+                        addr: 0,
+                        symbol: Some(reason.frame_name()),
+                        module: Some("[truncated]".into()),
+                    });
+                }
                 CallSite {
                     frames: resolved,
-                    count: *count,
+                    count: site.count,
                 }
             })
             .collect();
@@ -110,7 +119,8 @@ pub fn profile(
         lost: Lost {
             transitions_full: raw.lost.transitions_full,
             sites_full: raw.lost.sites_full,
-            stacks_failed: raw.lost.stacks_failed,
+            // Dropped for want of room in the ring: not read either (stderr tells them apart).
+            stacks_failed: raw.lost.stacks_failed + raw.lost.sites_ring_full,
             threads_full: raw.lost.threads_full,
             targets_full: raw.lost.targets_full,
         },

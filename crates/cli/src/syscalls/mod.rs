@@ -6,12 +6,13 @@
 //! into the analysis model; the analysis and its formats live in the `pkprof-syscall-graph` crate.
 
 mod convert;
+mod sites;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use pkprof_collect::syscall_graph::{ProcessEvent, SyscallGraphOptions, SyscallTracer};
+use pkprof_collect::syscall_graph::{SyscallGraphOptions, SyscallTracer};
 use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
 use crate::launch;
@@ -48,12 +49,19 @@ pub struct SyscallsOptions {
     pub output: Option<PathBuf>,
     pub top: usize,
     pub stack_every: u32,
+    /// Bytes of user stack copied per sampled call (0: frame pointers only).
+    pub stack_bytes: u32,
     pub max_transitions: u32,
     pub timed: bool,
 }
 
-/// How long the run loop waits for process events before it looks at the clock and the targets.
+/// How long the run loop waits for process events before it looks at the clock and the targets
+/// (and takes the call sites waiting in the ring).
 const POLL: Duration = Duration::from_millis(10);
+
+/// The ring of process events and call-site samples: 8 MiB, as `record`'s default, holds ~500
+/// samples of 16 KiB; it is emptied every `POLL` and whenever a quarter of it is waiting.
+const RING_BYTES: u32 = 8 << 20;
 
 /// Traces and reports; returns pkprof's exit status: the command's (see `workload`), 0 without one.
 pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
@@ -80,10 +88,13 @@ pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
         follow_children: true,
         split_args: opts.split_args,
         stack_every: opts.stack_every,
+        stack_bytes: opts.stack_bytes,
+        ring_bytes: RING_BYTES,
         max_transitions: opts.max_transitions,
         timed: opts.timed,
     })?;
-    let mut symbolizer = Symbolizer::new(SymbolizerOptions { lines: false });
+    let symbolizer = Symbolizer::new(SymbolizerOptions { lines: false });
+    let mut sites = sites::Sites::new(symbolizer, opts.stack_bytes > 0);
     let started = Instant::now();
     let mut child = match (&opts.target, program) {
         (SyscallsTarget::Command(argv), Some(program)) => {
@@ -99,7 +110,7 @@ pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
         (SyscallsTarget::Pids(pids), _) => {
             for &pid in pids {
                 tracer.add_target(pid)?;
-                let _ = symbolizer.capture_process(pid);
+                sites.capture(&tracer, pid);
             }
             None
         }
@@ -107,18 +118,10 @@ pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
     };
 
     loop {
-        // Processes are captured as they appear, so that they symbolize after they exit; a
-        // process that exits before its capture shows addresses only.
+        // Processes are captured as they appear, so that they unwind and symbolize after they
+        // exit; a process that exits before its capture shows addresses only.
         for event in tracer.poll_events(POLL)? {
-            match event {
-                ProcessEvent::NewThread { pid, .. } => {
-                    let _ = symbolizer.capture_process(pid);
-                }
-                ProcessEvent::Exec { pid } => {
-                    symbolizer.forget(pid);
-                    let _ = symbolizer.capture_process(pid);
-                }
-            }
+            sites.event(&tracer, event);
         }
         if let Some(w) = child.as_mut() {
             w.try_wait(); // reaped as soon as it ends; the traced children may go on
@@ -135,7 +138,16 @@ pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
         }
     }
     let elapsed = started.elapsed();
-    let raw = tracer.read()?;
+    // The call sites still in the ring, then the tables as they were when the programs stopped.
+    tracer.stop();
+    for event in tracer.poll_events(Duration::ZERO)? {
+        sites.event(&tracer, event);
+    }
+    if tracer.undecodable() > 0 {
+        tracing::warn!("{} undecodable ring records", tracer.undecodable());
+    }
+    let (table, mut symbolizer) = sites.finish();
+    let raw = tracer.read(table)?;
     drop(tracer);
     // Interrupted or out of time: the command is ended as strace ends it (see `workload`).
     let ended = child.as_mut().map(Workload::stop);
@@ -156,6 +168,13 @@ pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
     let mut parts = pkprof_syscall_graph::render::lost_parts(&profile.lost);
     if profile.lost.transitions_full > 0 {
         parts.push("raise --max-transitions".into());
+    }
+    if kernel_lost.sites_ring_full > 0 {
+        parts.push(format!(
+            "{} of the user stacks dropped for want of room in the ring (raise --stack-every or \
+             lower --stack-bytes)",
+            kernel_lost.sites_ring_full
+        ));
     }
     if kernel_lost.events_lost > 0 {
         parts.push(format!(

@@ -365,18 +365,6 @@ struct pkprof_sc_edge {
 	__u64 total_ns; /* time inside `to`, entry to exit */
 };
 
-/* Key of `sc_sites`: a sampled user stack (id in `sc_stacks`) of `to` on this transition. */
-struct pkprof_sc_site_key {
-	struct pkprof_sc_edge_key edge;
-	__s64 stack_id;
-	/*
-	 * The first of the top words of the user stack that looks like a return address (the byte 5
-	 * before it is a rel32 call, 0xe8), else 0: the caller of a syscall wrapper without a frame
-	 * pointer, which a frame-pointer walk skips (it goes from the wrapper to its caller's caller).
-	 */
-	__u64 leaf_return;
-};
-
 /* Which arguments split a syscall's node (--args): argument index + 1, 0 for none. */
 struct pkprof_sc_argspec {
 	__u8 fd_arg;
@@ -390,10 +378,14 @@ struct pkprof_sc_comm {
 	char comm[PKPROF_COMM_LEN];
 };
 
-/* Ring record of `sc_events`: a process to capture for symbolization (user space polls these). */
+/*
+ * Ring records of `sc_events` (first field: kind): a process to capture for symbolization, or a
+ * sampled call site to unwind while the process lives. User space reads them as they come.
+ */
 enum pkprof_sc_event_kind {
 	PKPROF_SC_NEW_THREAD = 1, /* a thread's first traced call */
 	PKPROF_SC_EXEC = 2,       /* a traced process has a new image */
+	PKPROF_SC_SITE = 3,       /* struct pkprof_sc_site */
 };
 
 struct pkprof_sc_event {
@@ -403,11 +395,43 @@ struct pkprof_sc_event {
 	__u32 pad;
 };
 
+/*
+ * A sampled call (every stack_every-th call of a thread, and each transition's first), taken at
+ * its sys_exit: the transition, the user registers saved at the syscall's entry (ip just after the
+ * syscall instruction), the frame-pointer walk, and `stack_bytes_len` bytes of the user stack from
+ * user_sp upwards, which follow the record; user space unwinds them at once and counts
+ * (transition, stack) as the call site (docs/design.md, "User stacks").
+ */
+struct pkprof_sc_site {
+	__u32 kind;        /* PKPROF_SC_SITE */
+	__u32 stack_flags; /* PKPROF_STACK_* */
+	struct pkprof_sc_edge_key edge;
+	__u64 user_ip;
+	__u64 user_sp;
+	__u64 user_bp;
+	/*
+	 * The first of the top words of the user stack that looks like a return address (the byte 5
+	 * before it is a rel32 call, 0xe8), else 0: the caller of a syscall wrapper without a frame
+	 * pointer, which a frame-pointer walk skips (it goes from the wrapper to its caller's caller).
+	 * Only the frame-pointer walk needs it.
+	 */
+	__u64 leaf_return;
+	__u32 ustack_len;      /* bytes of ustack filled */
+	__u32 stack_bytes_len; /* bytes of user stack after the record */
+	__u64 ustack[PKPROF_MAX_STACK]; /* leaf first: the frame-pointer walk, [0] = user_ip */
+};
+
+/* A call site and its stack bytes, as built in the scratch buffer and emitted to the ring. */
+struct pkprof_sc_site_buf {
+	struct pkprof_sc_site s;
+	/* One page more than the maximum: each page-sized copy starts below the maximum. */
+	__u8 stack[PKPROF_MAX_STACK_BYTES + 4096];
+};
+
 /* Losses, one slot per CPU in `sc_lost`. */
 struct pkprof_sc_lost {
 	__u64 edges_full;   /* a new transition did not fit in sc_edges (raise --max-transitions) */
-	__u64 sites_full;   /* a new call site did not fit in sc_sites */
-	__u64 stacks_failed; /* bpf_get_stackid failed (no user stack, or the stack table is full) */
+	__u64 sites_ring_full; /* a sampled call site found sc_events full */
 	__u64 threads_full; /* no per-thread state could be allocated */
 	__u64 targets_full; /* a traced process's child did not fit in sc_targets */
 	__u64 events_lost;  /* sc_events was full: a process may not be symbolized */

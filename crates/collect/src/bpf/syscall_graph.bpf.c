@@ -4,9 +4,12 @@
  *
  * At sys_enter a traced thread notes which node (syscall, optionally split by fd and size) it
  * entered and when; at sys_exit the transition "node before the previous -> previous node -> this
- * node" is counted in `sc_edges` with the call's time and error, and every `stack_every`-th call
- * (and the first call of each new transition) keeps its user stack in `sc_stacks`/`sc_sites`.
- * Nothing is streamed per call.
+ * node" is counted in `sc_edges` with the call's time and error. Every `stack_every`-th call (and
+ * the first call of each new transition) is a call-site sample: its user registers, frame-pointer
+ * walk and a window of its user stack's bytes go to the `sc_events` ring, where user space unwinds
+ * them from the binaries' unwind tables at once and counts (transition, stack) (docs/design.md,
+ * "User stacks"). Those records do not wake the reader, except for a process not captured yet
+ * (`sc_captured`); nothing else is streamed per call.
  *
  * With --no-time only sys_exit is attached (sc_exit_untimed), which halves the tracepoint cost;
  * the node comes from the registers saved at entry, still there at exit.
@@ -25,6 +28,7 @@
 #include <bpf/bpf_core_read.h>
 #include "pkprof.h"
 #include "syscall_regs.bpf.h"
+#include "user_stack.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -36,6 +40,10 @@ const volatile bool follow_children = false;
 const volatile bool split_args = false;
 const volatile __u32 stack_every = 64; /* 0: no stacks */
 const volatile __u32 self_pid = 0;      /* pkprof itself, never traced with `trace_all` */
+/* Bytes of user stack copied per call-site sample (--stack-bytes; 0: frame pointers only). */
+const volatile __u32 stack_bytes = PKPROF_DEFAULT_STACK_BYTES;
+/* Wake the reader anyway once this much is waiting (set by the loader: a quarter of the ring). */
+const volatile __u64 wakeup_bytes = 1 << 20;
 
 /* Bumped by the loader after each change to sc_targets (starts at 1: fresh storage holds 0). */
 volatile __u32 targets_gen = 1;
@@ -76,20 +84,6 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct pkprof_sc_site_key);
-	__type(value, __u64);
-} sc_sites SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 8192);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, PKPROF_MAX_STACK * sizeof(__u64));
-} sc_stacks SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 32768);
 	__type(key, __u32); /* tid */
 	__type(value, struct pkprof_sc_comm);
@@ -111,11 +105,40 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 64 * 1024);
+	__uint(max_entries, 8 << 20); /* resized by the loader */
 } sc_events SEC(".maps");
 
-/* A ring buffer has no value type: this puts the record's type into BTF, and so into Rust. */
+/*
+ * Processes whose memory maps user space has captured (key tgid). A call site of a process not in
+ * it wakes the reader at once so it can capture the maps while the process lives; other call
+ * sites wait for the reader's next poll (or for `wakeup_bytes`), which saves a wake-up per record.
+ * A process leaves it at exec (a new image to capture).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} sc_captured SEC(".maps");
+
+/*
+ * Where each CPU builds a call-site record before it goes to the ring with its variable-length
+ * stack bytes (bpf_ringbuf_reserve needs a constant size). An array indexed by CPU rather than a
+ * per-CPU array: a per-CPU value may not exceed 32 KiB. The syscall tracepoints run their BPF
+ * programs with preemption disabled, and a program does not nest in itself on a CPU, so one slot a
+ * CPU is enough. Sized to the possible CPUs by the loader.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pkprof_sc_site_buf);
+} sc_scratch SEC(".maps");
+
+/* A ring buffer has no value type: these put the records' types into BTF, and so into Rust. */
 struct pkprof_sc_event pkprof_sc_event_btf_anchor SEC(".data.btf_anchor");
+struct pkprof_sc_site pkprof_sc_site_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_sc_event_kind pkprof_sc_event_kind_btf_anchor SEC(".data.btf_anchor");
 
 static __always_inline struct pkprof_sc_lost *lost(void)
 {
@@ -124,7 +147,10 @@ static __always_inline struct pkprof_sc_lost *lost(void)
 	return bpf_map_lookup_elem(&sc_lost, &zero);
 }
 
-/* Records the thread's command and tells user space to capture the process's mappings. */
+/*
+ * Records the thread's command and tells user space to capture the process's mappings, at once
+ * (the ring may hold call sites that did not wake it).
+ */
 static __always_inline void note_comm(__u32 pid, __u32 tid, __u32 kind)
 {
 	struct pkprof_sc_comm c = { .pid = pid };
@@ -132,7 +158,9 @@ static __always_inline void note_comm(__u32 pid, __u32 tid, __u32 kind)
 
 	bpf_get_current_comm(c.comm, sizeof(c.comm));
 	bpf_map_update_elem(&sc_comms, &tid, &c, BPF_ANY);
-	if (bpf_ringbuf_output(&sc_events, &ev, sizeof(ev), 0)) {
+	if (kind == PKPROF_SC_EXEC)
+		bpf_map_delete_elem(&sc_captured, &pid);
+	if (bpf_ringbuf_output(&sc_events, &ev, sizeof(ev), BPF_RB_FORCE_WAKEUP)) {
 		struct pkprof_sc_lost *l = lost();
 
 		if (l)
@@ -250,16 +278,19 @@ int BPF_PROG(sc_enter, struct pt_regs *regs, long id)
 #define LEAF_SCAN_WORDS 8
 
 /*
- * The return address nearest the top of the user stack: the first of its top 8 words that points
- * just after a rel32 call (0xe8 five bytes before it), else 0. A syscall wrapper without a frame
- * pointer keeps its return address there, maybe under a few words of locals (see pkprof.h).
+ * The return address nearest the top of the user stack: the first of its top 8 words (from the
+ * copied bytes, else read again) that points just after a rel32 call (0xe8 five bytes before it),
+ * else 0. A syscall wrapper without a frame pointer keeps its return address there, maybe under a
+ * few words of locals (see pkprof.h). Only the frame-pointer walk needs it.
  */
-static __always_inline __u64 leaf_return(struct pt_regs *regs)
+static __always_inline __u64 leaf_return(struct pkprof_sc_site_buf *buf, __u64 sp)
 {
 	__u64 words[LEAF_SCAN_WORDS] = {};
 	__u8 op;
 
-	if (bpf_probe_read_user(words, sizeof(words), (void *)PT_REGS_SP(regs)))
+	if (buf->s.stack_bytes_len >= sizeof(words))
+		__builtin_memcpy(words, buf->stack, sizeof(words));
+	else if (bpf_probe_read_user(words, sizeof(words), (void *)sp))
 		return 0;
 	for (int i = 0; i < LEAF_SCAN_WORDS; i++) {
 		if (words[i] < 4096)
@@ -271,36 +302,56 @@ static __always_inline __u64 leaf_return(struct pt_regs *regs)
 	return 0;
 }
 
-/* Counts a sampled user stack of this transition's call. */
-static __always_inline void sample_site(void *ctx, struct pt_regs *regs,
-					struct pkprof_sc_edge_key *key)
+/* Submit flags for a call site: wake the reader only when needed (see `sc_captured`). */
+static __always_inline __u64 submit_flags(__u32 pid)
 {
-	struct pkprof_sc_site_key site = { .edge = *key };
-	struct pkprof_sc_lost *l;
-	__u64 one = 1, *n;
+	if (!bpf_map_lookup_elem(&sc_captured, &pid) ||
+	    bpf_ringbuf_query(&sc_events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
 
-	site.leaf_return = leaf_return(regs);
-	site.stack_id = bpf_get_stackid(ctx, &sc_stacks, BPF_F_USER_STACK);
-	if (site.stack_id < 0) {
+/*
+ * Sends a sampled call of this transition to user space: the user registers saved at the
+ * syscall's entry (`regs`, the tracepoint's trusted pointer), the frame-pointer walk from them,
+ * and a window of the stack's bytes.
+ */
+static __always_inline void sample_site(struct pt_regs *regs, struct pkprof_sc_edge_key *key)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct pkprof_sc_site_buf *buf = bpf_map_lookup_elem(&sc_scratch, &cpu);
+	struct pkprof_sc_site *s;
+	struct pkprof_sc_lost *l;
+	__u64 len;
+
+	if (!buf)
+		return;
+	s = &buf->s;
+	s->kind = PKPROF_SC_SITE;
+	s->stack_flags = 0;
+	s->edge = *key;
+	s->user_ip = PT_REGS_IP(regs);
+	s->user_sp = PT_REGS_SP(regs);
+	s->user_bp = PT_REGS_FP(regs);
+	s->stack_bytes_len = 0;
+	if (stack_bytes)
+		s->stack_bytes_len = copy_user_stack(buf->stack, s->user_sp, stack_bytes,
+						     &s->stack_flags);
+	s->ustack_len = walk_user_stack(s->ustack, buf->stack, s->stack_bytes_len, s->user_ip,
+					s->user_bp, s->user_sp, &s->stack_flags);
+	s->leaf_return = leaf_return(buf, s->user_sp);
+	len = sizeof(*s) + (s->stack_bytes_len & (2 * PKPROF_MAX_STACK_BYTES - 1));
+	if (len > sizeof(*buf))
+		len = sizeof(*buf);
+	if (bpf_ringbuf_output(&sc_events, buf, len, submit_flags(key->pid))) {
 		l = lost();
 		if (l)
-			l->stacks_failed++;
-		return;
-	}
-	n = bpf_map_lookup_elem(&sc_sites, &site);
-	if (n) {
-		(*n)++; /* the key holds the thread: no other CPU updates it */
-		return;
-	}
-	if (bpf_map_update_elem(&sc_sites, &site, &one, BPF_NOEXIST) == -E2BIG) {
-		l = lost();
-		if (l)
-			l->sites_full++;
+			l->sites_ring_full++;
 	}
 }
 
 /* Counts one returned call on the transition prev -> `to`, and maybe samples its call site. */
-static __always_inline void count_call(void *ctx, struct pt_regs *regs, struct sc_thread *st,
+static __always_inline void count_call(struct pt_regs *regs, struct sc_thread *st,
 				       __u64 id, __u64 to, __u64 ns, long ret)
 {
 	struct pkprof_sc_edge_key key = {
@@ -338,7 +389,7 @@ static __always_inline void count_call(void *ctx, struct pt_regs *regs, struct s
 		note_comm(key.pid, key.tid, PKPROF_SC_EXEC); /* a new image, maybe a new thread id */
 	if (stack_every && (fresh || --st->until_sample == 0)) {
 		st->until_sample = stack_every;
-		sample_site(ctx, regs, &key);
+		sample_site(regs, &key);
 	}
 }
 
@@ -351,7 +402,7 @@ int BPF_PROG(sc_exit, struct pt_regs *regs, long ret)
 	if (!st || !st->traced || !st->in_call)
 		return 0;
 	st->in_call = 0;
-	count_call(ctx, regs, st, bpf_get_current_pid_tgid(), st->cur,
+	count_call(regs, st, bpf_get_current_pid_tgid(), st->cur,
 		   bpf_ktime_get_ns() - st->enter_ns, ret);
 	return 0;
 }
@@ -373,7 +424,7 @@ int BPF_PROG(sc_exit_untimed, struct pt_regs *regs, long ret)
 		st->in_call = 1; /* from now on every exit is of a call entered while traced */
 		return 0;
 	}
-	count_call(ctx, regs, st, id, node_of(regs, returning_syscall_nr(regs)), 0, ret);
+	count_call(regs, st, id, node_of(regs, returning_syscall_nr(regs)), 0, ret);
 	return 0;
 }
 

@@ -1,9 +1,14 @@
 //! Collection for `pkprof syscalls`: loads src/bpf/syscall_graph.bpf.c (its own small object, so
-//! counting transitions costs only the two syscall tracepoints), keeps its targets, and reads the
-//! per-thread transition counts, sampled call sites and losses out of the kernel's maps.
+//! counting transitions costs only the two syscall tracepoints), keeps its targets, decodes its
+//! ring of process events and call-site samples (`TraceEvent`), and reads the per-thread
+//! transition counts and losses out of the kernel's maps. Call-site samples carry user stack bytes
+//! that the caller unwinds at once and counts in a [`SiteTable`] (docs/design.md, "User stacks").
 
 mod argspec;
+mod sites;
 mod skel;
+
+pub use sites::{RawSite, SiteTable, DEFAULT_MAX_SITES};
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -17,15 +22,18 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuild
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
 use skel::types::{
-    pkprof_sc_comm, pkprof_sc_edge, pkprof_sc_edge_key, pkprof_sc_event, pkprof_sc_lost,
-    pkprof_sc_site_key,
+    pkprof_sc_comm, pkprof_sc_edge, pkprof_sc_edge_key, pkprof_sc_event, pkprof_sc_event_kind,
+    pkprof_sc_lost, pkprof_sc_site,
 };
 use skel::{SyscallGraphSkel, SyscallGraphSkelBuilder};
 
 const NODE_FD: u64 = 1 << 16;
 const NODE_SIZE: u64 = 1 << 17;
 const NODE_NONE: u64 = u64::MAX;
-const EVENT_EXEC: u32 = 2; // PKPROF_SC_EXEC
+const EVENT_EXEC: u32 = pkprof_sc_event_kind::PKPROF_SC_EXEC.0;
+const EVENT_SITE: u32 = pkprof_sc_event_kind::PKPROF_SC_SITE.0;
+const STACK_USER_TRUNCATED: u32 = 1; // PKPROF_STACK_USER_TRUNCATED
+const STACK_BYTES_SHORT: u32 = 2; // PKPROF_STACK_BYTES_SHORT
 
 /// How `pkprof syscalls` collects.
 #[derive(Clone, Debug)]
@@ -38,6 +46,12 @@ pub struct SyscallGraphOptions {
     pub split_args: bool,
     /// Keep the user stack of every Nth call of a thread (and of each transition's first); 0: none.
     pub stack_every: u32,
+    /// Bytes of user stack copied per sampled call, for unwinding (a multiple of 8, at most
+    /// `record::MAX_STACK_BYTES`; 0: frame pointers only).
+    pub stack_bytes: u32,
+    /// Size of the ring of process events and call-site samples, bytes (a power of two, a
+    /// multiple of the page size).
+    pub ring_bytes: u32,
     /// Capacity of the transition table.
     pub max_transitions: u32,
     /// Time every call (sys_enter attached too); without, only counts (one tracepoint).
@@ -65,29 +79,68 @@ pub struct RawTransition {
     pub count: u64,
     pub errors: u64,
     pub total_ns: u64,
-    /// (user stack, leaf first; how many sampled calls had it).
-    pub sites: Vec<(Vec<u64>, u64)>,
+    /// The sampled calls' unwound user stacks, most frequent first.
+    pub sites: Vec<RawSite>,
 }
 
-/// What the kernel could not keep.
+/// What the kernel (or the site table) could not keep.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyscallGraphLost {
     pub transitions_full: u64,
+    /// Sampled calls not counted: the site table was full (`SiteTable`).
     pub sites_full: u64,
+    /// Sampled calls whose user stack came out empty.
     pub stacks_failed: u64,
+    /// Sampled calls the ring had no room for.
+    pub sites_ring_full: u64,
     pub threads_full: u64,
     pub targets_full: u64,
     /// Process events the ring had no room for (such a process may not be symbolized).
     pub events_lost: u64,
 }
 
-/// A process whose mappings should be captured now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProcessEvent {
+/// A record of the ring, oldest first: a process whose mappings should be captured now, or a
+/// sampled call to unwind now (while the process lives).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
     /// A thread made its first traced call.
     NewThread { pid: u32, tid: u32 },
     /// A traced process executed a new image: what was captured before is stale.
     Exec { pid: u32 },
+    /// A sampled call.
+    Site(Box<SiteSample>),
+}
+
+/// A transition's identity, to join call sites to their transition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EdgeId(u32, u32, u64, u64, u64);
+
+impl EdgeId {
+    fn of(k: &pkprof_sc_edge_key) -> Self {
+        EdgeId(k.pid, k.tid, k.before, k.from, k.to)
+    }
+}
+
+/// One sampled call as the kernel saw it at its sys_exit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteSample {
+    /// The transition the call ended.
+    pub edge: EdgeId,
+    pub pid: u32,
+    pub tid: u32,
+    /// User registers saved at the syscall's entry: ip just after the syscall instruction.
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// The frame-pointer walk, leaf first, [0] = ip, with the caller of a frameless syscall
+    /// wrapper put back at [1] (which the walk skips; see `leaf_return` in pkprof.h).
+    pub fp_chain: Vec<u64>,
+    /// The frame-pointer walk stopped at a frame chain gone wrong.
+    pub fp_truncated: bool,
+    /// User stack bytes from `sp` upwards (empty with `stack_bytes` 0).
+    pub stack: Vec<u8>,
+    /// The copy filled the whole window (false: it stopped at an unreadable page).
+    pub window_full: bool,
 }
 
 /// Everything read at the end of a run.
@@ -105,7 +158,9 @@ pub struct SyscallTracer {
     /// Emptied by `read`: the programs are detached before the tables are read.
     links: Vec<Link>,
     events: RingBuffer<'static>,
-    inbox: Rc<RefCell<Vec<ProcessEvent>>>,
+    inbox: Rc<RefCell<Vec<TraceEvent>>>,
+    /// Records of an unknown kind or size (a bug: counted, not fatal).
+    undecodable: Rc<RefCell<u64>>,
 }
 
 fn read_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> CollectError {
@@ -140,6 +195,8 @@ impl SyscallTracer {
             ro.follow_children = options.follow_children;
             ro.split_args = options.split_args;
             ro.stack_every = options.stack_every;
+            ro.stack_bytes = options.stack_bytes.min(crate::record::MAX_STACK_BYTES);
+            ro.wakeup_bytes = u64::from(options.ring_bytes / 4);
             ro.self_pid = std::process::id();
             ro.execve_nr = syscalls::Sysno::execve.id() as u32;
             ro.execveat_nr = syscalls::Sysno::execveat.id() as u32;
@@ -148,6 +205,15 @@ impl SyscallTracer {
         open.maps
             .sc_edges
             .set_max_entries(options.max_transitions.max(1))
+            .map_err(|e| load_err(e.to_string()))?;
+        open.maps
+            .sc_events
+            .set_max_entries(options.ring_bytes)
+            .map_err(|e| load_err(e.to_string()))?;
+        let cpus = libbpf_rs::num_possible_cpus().map_err(|e| load_err(e.to_string()))?;
+        open.maps
+            .sc_scratch
+            .set_max_entries(cpus as u32)
             .map_err(|e| load_err(e.to_string()))?;
         open.progs.sc_enter.set_autoload(options.timed);
         open.progs.sc_exit.set_autoload(options.timed);
@@ -173,19 +239,15 @@ impl SyscallTracer {
             })?;
             links.push(link);
         }
-        let inbox: Rc<RefCell<Vec<ProcessEvent>>> = Rc::default();
-        let sink = Rc::clone(&inbox);
+        let inbox: Rc<RefCell<Vec<TraceEvent>>> = Rc::default();
+        let undecodable: Rc<RefCell<u64>> = Rc::default();
+        let (sink, bad) = (Rc::clone(&inbox), Rc::clone(&undecodable));
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&skel.maps.sc_events, move |bytes: &[u8]| {
-                if let Ok(ev) = plain::from_bytes::<pkprof_sc_event>(bytes) {
-                    sink.borrow_mut().push(match ev.kind {
-                        EVENT_EXEC => ProcessEvent::Exec { pid: ev.pid },
-                        _ => ProcessEvent::NewThread {
-                            pid: ev.pid,
-                            tid: ev.tid,
-                        },
-                    });
+                match decode(bytes) {
+                    Some(ev) => sink.borrow_mut().push(ev),
+                    None => *bad.borrow_mut() += 1,
                 }
                 0
             })
@@ -196,17 +258,35 @@ impl SyscallTracer {
             links,
             events,
             inbox,
+            undecodable,
         })
     }
 
-    /// Waits up to `timeout` for process events (new threads, execs), oldest first. A signal
-    /// (Ctrl-C) ends the wait early without an error.
-    pub fn poll_events(&self, timeout: Duration) -> Result<Vec<ProcessEvent>, CollectError> {
+    /// Waits up to `timeout` for a wake-up (a new thread, an exec, a call site of a process not
+    /// captured yet, or a quarter of the ring waiting), then takes every record in the ring,
+    /// oldest first: call sites do not wake the reader, so what arrived since the last call is
+    /// taken too. A signal (Ctrl-C) ends the wait early without an error.
+    pub fn poll_events(&self, timeout: Duration) -> Result<Vec<TraceEvent>, CollectError> {
         match self.events.poll(timeout) {
             Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
             other => other.map_err(read_err("sc_events"))?,
         }
+        self.events.consume().map_err(read_err("sc_events"))?;
         Ok(std::mem::take(&mut *self.inbox.borrow_mut()))
+    }
+
+    /// Tells the programs that `pid`'s maps are captured: its call sites need not wake the reader.
+    pub fn mark_captured(&self, pid: u32) -> Result<(), CollectError> {
+        self.skel
+            .maps
+            .sc_captured
+            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .map_err(read_err("sc_captured"))
+    }
+
+    /// Ring records that could not be decoded so far (0 unless pkprof.h and this file disagree).
+    pub fn undecodable(&self) -> u64 {
+        *self.undecodable.borrow()
     }
 
     /// Whether any target process is still alive (targets leave the table when they exit; with
@@ -252,8 +332,7 @@ impl SyscallTracer {
                 reason: "short value".into(),
             })?;
             lost.transitions_full += l.edges_full;
-            lost.sites_full += l.sites_full;
-            lost.stacks_failed += l.stacks_failed;
+            lost.sites_ring_full += l.sites_ring_full;
             lost.threads_full += l.threads_full;
             lost.targets_full += l.targets_full;
             lost.events_lost += l.events_lost;
@@ -261,40 +340,24 @@ impl SyscallTracer {
         Ok(lost)
     }
 
-    /// Stops tracing and reads every transition, call site and command the kernel kept. The
-    /// programs are detached first, so that the tables are read as they were at one instant:
-    /// read while traced threads go on filling them (every process with `trace_all`), a thread's
-    /// later transition could be read and an earlier one not.
-    pub fn read(&mut self) -> Result<RawSyscallGraph, CollectError> {
+    /// Detaches the programs: nothing is counted or sampled after this (the ring keeps what it
+    /// holds for a last `poll_events`).
+    pub fn stop(&mut self) {
+        self.links.clear();
+    }
+
+    /// Stops tracing and reads every transition and command the kernel kept, joined with the call
+    /// sites counted in `sites` (give it after the last `poll_events`). The programs are detached
+    /// first, so that the tables are read as they were at one instant: read while traced threads
+    /// go on filling them (every process with `trace_all`), a thread's later transition could be
+    /// read and an earlier one not.
+    pub fn read(&mut self, mut sites: SiteTable) -> Result<RawSyscallGraph, CollectError> {
         self.links.clear();
         let maps = &self.skel.maps;
         let short = |map: &'static str| CollectError::Read {
             map,
             reason: "short key or value".into(),
         };
-        let mut sites: HashMap<EdgeId, Vec<(Vec<u64>, u64)>> = HashMap::new();
-        for key in maps.sc_sites.keys() {
-            let k: &pkprof_sc_site_key = plain::from_bytes(&key).map_err(|_| short("sc_sites"))?;
-            let Some(v) = maps
-                .sc_sites
-                .lookup(&key, MapFlags::ANY)
-                .map_err(read_err("sc_sites"))?
-            else {
-                continue;
-            };
-            let n = u64::from_ne_bytes(v[..8].try_into().map_err(|_| short("sc_sites"))?);
-            let mut stack = self.stack(k.stack_id as u32)?;
-            // The frameless wrapper's caller, which the frame-pointer walk skipped.
-            if k.leaf_return != 0 && !stack.is_empty() && stack.get(1) != Some(&k.leaf_return) {
-                stack.insert(1, k.leaf_return);
-            }
-            if !stack.is_empty() {
-                sites
-                    .entry(EdgeId::of(&k.edge))
-                    .or_default()
-                    .push((stack, n));
-            }
-        }
         let mut transitions = Vec::new();
         for key in maps.sc_edges.keys() {
             let k: &pkprof_sc_edge_key = plain::from_bytes(&key).map_err(|_| short("sc_edges"))?;
@@ -306,17 +369,7 @@ impl SyscallTracer {
                 continue;
             };
             let e: &pkprof_sc_edge = plain::from_bytes(&v).map_err(|_| short("sc_edges"))?;
-            let mut sites = sites.remove(&EdgeId::of(k)).unwrap_or_default();
-            // The same stack may come with and without a leaf return: merge.
-            sites.sort();
-            sites.dedup_by(|a, b| {
-                let same = a.0 == b.0;
-                if same {
-                    b.1 += a.1;
-                }
-                same
-            });
-            sites.sort_by_key(|s| std::cmp::Reverse(s.1));
+            let sites = sites.take(&EdgeId::of(k));
             transitions.push(RawTransition {
                 pid: k.pid,
                 tid: k.tid,
@@ -342,39 +395,53 @@ impl SyscallTracer {
             let c: &pkprof_sc_comm = plain::from_bytes(&v).map_err(|_| short("sc_comms"))?;
             comms.insert(tid, (c.pid, crate::reader::comm_str(&c.comm)));
         }
+        let mut lost = self.lost()?;
+        lost.sites_full = sites.full();
+        lost.stacks_failed = sites.failed();
         Ok(RawSyscallGraph {
             transitions,
             comms,
-            lost: self.lost()?,
+            lost,
         })
-    }
-
-    /// A user stack from `sc_stacks`, leaf first, without the zero padding.
-    fn stack(&self, id: u32) -> Result<Vec<u64>, CollectError> {
-        let Some(v) = self
-            .skel
-            .maps
-            .sc_stacks
-            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
-            .map_err(read_err("sc_stacks"))?
-        else {
-            return Ok(Vec::new());
-        };
-        Ok(v.chunks_exact(8)
-            .map(|c| u64::from_ne_bytes(c.try_into().expect("chunks of 8")))
-            .take_while(|&a| a != 0)
-            .collect())
     }
 }
 
-/// A transition's identity, to join call sites to their transition.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct EdgeId(u32, u32, u64, u64, u64);
-
-impl EdgeId {
-    fn of(k: &pkprof_sc_edge_key) -> Self {
-        EdgeId(k.pid, k.tid, k.before, k.from, k.to)
+/// Decodes one record of `sc_events`; None for a record of unknown kind or size.
+fn decode(bytes: &[u8]) -> Option<TraceEvent> {
+    let kind = u32::from_ne_bytes(bytes.get(..4)?.try_into().ok()?);
+    if kind != EVENT_SITE {
+        let ev = plain::from_bytes::<pkprof_sc_event>(bytes).ok()?;
+        return Some(match ev.kind {
+            EVENT_EXEC => TraceEvent::Exec { pid: ev.pid },
+            _ => TraceEvent::NewThread {
+                pid: ev.pid,
+                tid: ev.tid,
+            },
+        });
     }
+    let s = plain::from_bytes::<pkprof_sc_site>(bytes).ok()?;
+    let n = (s.ustack_len as usize / 8).min(s.ustack.len());
+    let mut fp_chain = s.ustack[..n].to_vec();
+    // The frameless wrapper's caller, which the frame-pointer walk skipped.
+    if s.leaf_return != 0 && !fp_chain.is_empty() && fp_chain.get(1) != Some(&s.leaf_return) {
+        fp_chain.insert(1, s.leaf_return);
+    }
+    let stack = bytes
+        .get(size_of::<pkprof_sc_site>()..)?
+        .get(..s.stack_bytes_len as usize)?
+        .to_vec();
+    Some(TraceEvent::Site(Box::new(SiteSample {
+        edge: EdgeId::of(&s.edge),
+        pid: s.edge.pid,
+        tid: s.edge.tid,
+        ip: s.user_ip,
+        sp: s.user_sp,
+        bp: s.user_bp,
+        fp_chain,
+        fp_truncated: s.stack_flags & STACK_USER_TRUNCATED != 0,
+        window_full: s.stack_flags & STACK_BYTES_SHORT == 0 && !stack.is_empty(),
+        stack,
+    })))
 }
 
 /// Unpacks a node (see pkprof.h).

@@ -10,7 +10,7 @@ unsafe impl plain::Plain for types::pkprof_sc_edge_key {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_sc_edge {}
 // SAFETY: as above.
-unsafe impl plain::Plain for types::pkprof_sc_site_key {}
+unsafe impl plain::Plain for types::pkprof_sc_site {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_sc_comm {}
 // SAFETY: as above.

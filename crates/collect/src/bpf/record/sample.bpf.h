@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * pkprof record: the cpu-clock sampling program. Each sample carries the kernel stack (the kernel's
- * walk) and the user stack (our frame-pointer walk, below), the current task, and the thread the interrupted work served, read from
+ * walk) and the user stack (our frame-pointer walk, user_stack.bpf.h, and a copy of its bytes), the current task, and the thread the interrupted work served, read from
  * the accounting core's per-CPU registers: the current thread in task context, the queuer of the
  * work item a kworker runs, or, under a served-event tag (NET_RX, BLOCK), a hold key resolved later
  * by link events (links.bpf.h). The sample runs inside the timer interrupt that local_timer_entry
@@ -43,80 +43,6 @@ static __always_inline void label_thread(struct pkprof_sample *s, __u32 tid)
 	s->cgroup_id = e->cgroup_id;
 	s->flags = thread_flags(e);
 	__builtin_memcpy(s->comm, e->comm, sizeof(s->comm));
-}
-
-/*
- * The user stack by frame pointers, leaf first, as the kernel's perf_callchain_user walks it (the
- * interrupted ip, then the return address above each saved rbp), but not into a cycle: a saved
- * frame pointer that does not increase yet still points into the live stack (at or above sp) is a
- * frame chain gone wrong, where the kernel's walk repeats one frame up to its depth limit; the
- * walk stops there and marks the stack truncated, as it does at the depth limit. The other ends
- * are the ordinary ends of a frame chain and unmarked, as in the kernel's walk: a zero frame
- * pointer (_start and clone clear rbp), or one that cannot be a frame (below sp, misaligned,
- * unreadable: the caller is code built without frame pointers, such as glibc's
- * __libc_start_call_main, which leaves rbp = 1 for main). Return addresses outside every
- * executable mapping (data read as an address) are cut in user space, which has the maps.
- * Frames inside the `copied` bytes of `buf->stack` (the copy of the stack from sp up) are read
- * from that copy, which costs a load instead of a user read. Returns the bytes of `s->ustack`
- * filled.
- */
-/* The walk's state across bpf_loop steps (a plain loop of 126 steps is too much for the verifier). */
-struct fp_walk {
-	struct pkprof_sample_buf *buf;
-	__u64 fp;
-	__u64 sp;
-	__u32 copied;
-	__u32 n;      /* addresses in s->ustack */
-	__u32 ended;  /* the chain ended normally */
-	__u32 cycled; /* a frame pointer did not increase */
-};
-
-static long fp_step(__u64 index, void *ctx)
-{
-	struct fp_walk *w = ctx;
-	struct pkprof_sample_buf *buf = w->buf;
-	__u64 frame[2]; /* saved rbp, return address */
-	__u64 fp = w->fp, sp = w->sp, off = fp - sp;
-	__u32 i = index + 1;
-
-	if (i >= PKPROF_MAX_STACK || !fp || fp < sp || (fp & 7)) {
-		w->ended = i < PKPROF_MAX_STACK;
-		return 1;
-	}
-	if (off + sizeof(frame) <= w->copied && off < PKPROF_MAX_STACK_BYTES) {
-		__builtin_memcpy(frame, buf->stack + off, sizeof(frame));
-	} else if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp)) {
-		w->ended = 1;
-		return 1;
-	}
-	if (!frame[1]) {
-		w->ended = 1;
-		return 1;
-	}
-	buf->s.ustack[i] = frame[1];
-	w->n = i + 1;
-	if (frame[0] && frame[0] <= fp && frame[0] >= sp) {
-		w->cycled = 1;
-		return 1;
-	}
-	w->fp = frame[0];
-	return 0;
-}
-
-static __always_inline __s32 walk_user_stack(struct pkprof_sample_buf *buf, __u32 copied, __u64 ip,
-					     __u64 fp, __u64 sp)
-{
-	struct fp_walk w = { .buf = buf, .fp = fp, .sp = sp, .copied = copied, .n = 1 };
-
-	buf->s.ustack[0] = ip;
-	bpf_loop(PKPROF_MAX_STACK - 1, fp_step, &w, 0);
-	if (w.ended)
-		return w.n * sizeof(__u64);
-	/* At the depth limit: a next frame pointer that cannot be a frame ends the chain there. */
-	if (!w.cycled && (!w.fp || w.fp < sp || (w.fp & 7)))
-		return w.n * sizeof(__u64);
-	buf->s.stack_flags |= PKPROF_STACK_USER_TRUNCATED;
-	return w.n * sizeof(__u64);
 }
 
 static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
@@ -218,7 +144,8 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 		s->user_bp = ubp;
 		if (stack_bytes)
 			s->ustack_bytes_len = copy_user_stack(buf->stack, usp, stack_bytes, &s->stack_flags);
-		s->ustack_len = walk_user_stack(buf, s->ustack_bytes_len, uip, ubp, usp);
+		s->ustack_len = walk_user_stack(s->ustack, buf->stack, s->ustack_bytes_len, uip, ubp, usp,
+						&s->stack_flags);
 	}
 	{
 		__u32 owner = s->cur_pid;
