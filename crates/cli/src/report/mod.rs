@@ -138,6 +138,12 @@ pub fn run_report(opts: ReportOptions) -> Result<()> {
                 pkprof_report::header::lost_text(&profile.meta.lost)
             );
         }
+        let u = &profile.meta.user_stacks;
+        if format == "folded" && u.truncated.iter().any(|(_, n)| *n > 0) {
+            if let Some(line) = pkprof_report::header::user_stacks_text(u) {
+                eprintln!("pkprof: {line} (folded stacks have no header to state it)");
+            }
+        }
         let mut out = open_output(&opts.output)?;
         let eopts = ExportOptions {
             names: opts.select.names,
