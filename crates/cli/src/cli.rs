@@ -448,6 +448,7 @@ const REPORT_EXAMPLES: &str = "Examples:
   pkprof report pkprof.data --format folded | inferno-flamegraph > flame.svg
   pkprof report pkprof.data --format speedscope -o p.speedscope.json
   pkprof report pkprof.data --format html -o profile.html
+  pkprof report pkprof.data --symbols /usr/lib/debug --symbols ./debug   names for stripped binaries
 Names are PIDu:func / PIDk:func (OTHER, KERNEL, IDLE for the other buckets). Times are measured
 from the sampled stacks; calls are shown only where counted exactly (record --syscalls, --count).";
 
@@ -465,6 +466,11 @@ const FORMATS: [&str; 4] = ["pprof", "folded", "speedscope", "html"];
 pub struct ReportArgs {
     /// A profile written by `pkprof record`.
     file: PathBuf,
+    /// Name frames of stripped binaries from separate debug files in DIR (repeatable): by
+    /// build-id (DIR/.build-id/xx/rest.debug), else by the binary's .gnu_debuglink name in DIR or
+    /// DIR/.debug/.
+    #[arg(long = "symbols", value_name = "DIR")]
+    symbols: Vec<PathBuf>,
     #[command(flatten)]
     sections: SectionArgs,
     #[command(flatten)]
@@ -591,6 +597,7 @@ impl ReportArgs {
     pub fn into_options(self) -> ReportOptions {
         ReportOptions {
             file: self.file,
+            symbols: self.symbols,
             sections: Sections {
                 flat: self.sections.flat,
                 graph: self.sections.graph,

@@ -244,7 +244,12 @@ pub fn rich() -> Profile {
         file: file.map(str::to_string),
         line,
         inlined: line == Some(7),
-        build_id: String::new(),
+        // Each user module has one build-id (20 bytes, as GNU ld's sha1), shared by its frames.
+        build_id: match module {
+            "/usr/bin/srv" => "0f1e2d3c4b5a69788796a5b4c3d2e1f000112233".to_string(),
+            "/opt/ü/lib.so" => "deadbeef00000000".to_string(),
+            _ => String::new(),
+        },
     };
     let frames = vec![
         frame(
@@ -377,7 +382,14 @@ pub fn rich() -> Profile {
                 "cannot read /proc/42/maps: no such process ⚠".into(),
                 "".into(),
             ],
-            user_stacks: Default::default(),
+            user_stacks: UserStacks {
+                complete: 9_812,
+                truncated: Truncation::ALL
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &t)| (t, if i == 6 { u64::MAX } else { 10 * i as u64 + 1 }))
+                    .collect(),
+            },
         },
         frames,
         stacks,

@@ -333,6 +333,39 @@ fn golden_version_1_file_still_reads() {
     assert_eq!(p, rich());
 }
 
+/// The golden file as version 1 was first written, before frames' build-ids and the user-stack
+/// counts were added (compatibly: no version change): it must still read, with those empty.
+#[test]
+fn version_1_file_without_build_ids_reads_them_empty() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/v1-rich-before-build-ids.pkprof");
+    let mut expected = rich();
+    for f in &mut expected.frames {
+        f.build_id.clear();
+    }
+    expected.meta.user_stacks = UserStacks::default();
+    assert_eq!(load(&path).unwrap(), expected);
+}
+
+#[test]
+fn build_ids_are_stored_once_and_user_stacks_round_trip() {
+    let p = rich();
+    assert!(p.meta.user_stacks.truncated.len() == Truncation::ALL.len());
+    let ids: std::collections::HashSet<_> = p.frames.iter().map(|f| &f.build_id).collect();
+    assert!(ids.len() >= 3, "rich() has build-ids to intern: {ids:?}");
+    let mut raw = Vec::new();
+    write_profile_with(&p, &mut raw, Compression::None).unwrap();
+    let body = &raw[HEADER_LEN..];
+    for id in ids.iter().filter(|i| !i.is_empty()) {
+        let n = body
+            .windows(id.len())
+            .filter(|w| w == &id.as_bytes())
+            .count();
+        assert_eq!(n, 1, "{id} stored {n} times");
+    }
+    assert_eq!(read(&raw).unwrap(), p);
+}
+
 #[test]
 fn synthetic_is_deterministic_and_as_described() {
     let a = synthetic(10_000, 500, 200, 7);

@@ -7,7 +7,7 @@
 //! divide sampled time (samples x period) by the exact CPU time of the recording (wall x CPUs, from
 //! the accounting) when the profile has it, and say when idle was under-sampled, with both figures.
 
-use pkprof_profile::{Bucket, Lost, Profile};
+use pkprof_profile::{Bucket, Lost, Profile, UserStacks};
 
 use crate::graph::percent;
 
@@ -25,6 +25,45 @@ pub fn lost_text(lost: &Lost) -> String {
     } else {
         format!("lost: {}", parts.join(", "))
     }
+}
+
+/// `n` as text with thousands separators (`9,812`).
+pub fn thousands(n: u128) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// How far the user stacks were unwound, as `record`'s summary and every report's header say it:
+/// `user stacks: 9,812 complete (98.1%), truncated 190: 120 stack window, 70 no unwind info`
+/// (reasons by count, largest first). None when the profile counted no user stack (written
+/// before pkprof counted them, or no sample had a user stack).
+pub fn user_stacks_text(u: &UserStacks) -> Option<String> {
+    // Summed wide: a crafted file may hold counts that overflow u64 together.
+    let truncated: u128 = u.truncated.iter().map(|(_, n)| u128::from(*n)).sum();
+    let all = u128::from(u.complete) + truncated;
+    if all == 0 {
+        return None;
+    }
+    let mut line = format!(
+        "user stacks: {} complete ({:.1}%), truncated {}",
+        thousands(u.complete.into()),
+        u128::from(u.complete) as f64 * 100.0 / all as f64,
+        thousands(truncated)
+    );
+    let mut reasons: Vec<_> = u.truncated.iter().filter(|(_, n)| *n > 0).collect();
+    reasons.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    for (i, (reason, n)) in reasons.iter().enumerate() {
+        line.push_str(if i == 0 { ": " } else { ", " });
+        line.push_str(&format!("{} {}", thousands((*n).into()), reason.label()));
+    }
+    Some(line)
 }
 
 /// Samples against the exact CPU time of one profile.
@@ -113,10 +152,11 @@ impl Coverage {
     }
 }
 
-/// The header lines every report prints: the losses and, when idle was under-sampled, both
-/// figures.
+/// The header lines every report prints: the losses, how far user stacks were unwound (when
+/// the profile counted it) and, when idle was under-sampled, both figures.
 pub fn notes(p: &Profile) -> Vec<String> {
     let mut notes = vec![lost_text(&p.meta.lost)];
+    notes.extend(user_stacks_text(&p.meta.user_stacks));
     notes.extend(Coverage::of(p).idle_text());
     notes
 }
@@ -137,6 +177,38 @@ mod tests {
             lost_text(&l),
             "lost: ring buffer full 761, user stacks unreadable 3"
         );
+    }
+
+    #[test]
+    fn user_stacks_line() {
+        use pkprof_profile::Truncation;
+        assert_eq!(user_stacks_text(&UserStacks::default()), None);
+        let mut u = UserStacks::default();
+        u.add(None, 9_812);
+        u.add(Some(Truncation::NoUnwindInfo), 70);
+        u.add(Some(Truncation::StackWindow), 120);
+        assert_eq!(
+            user_stacks_text(&u).unwrap(),
+            "user stacks: 9,812 complete (98.1%), truncated 190: 120 stack window, 70 no unwind info"
+        );
+        let all_complete = UserStacks {
+            complete: 5,
+            truncated: Vec::new(),
+        };
+        assert_eq!(
+            user_stacks_text(&all_complete).unwrap(),
+            "user stacks: 5 complete (100.0%), truncated 0"
+        );
+        let mut none_complete = UserStacks::default();
+        none_complete.add(Some(Truncation::BadFrame), 1_234_567);
+        none_complete.add(Some(Truncation::DepthLimit), 1_234_567);
+        assert_eq!(
+            user_stacks_text(&none_complete).unwrap(),
+            "user stacks: 0 complete (0.0%), truncated 2,469,134: 1,234,567 depth limit, 1,234,567 bad frame"
+        );
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub(crate) struct OpenFile {
     fd_path: PathBuf,
     /// Set when the file could not be opened or read: its frames stay unsymbolized.
     error: Option<String>,
+    /// GNU build-id in lower-case hex, empty when the file has none (kept in its frames, so
+    /// that `report --symbols` can find separate debug files).
+    build_id: String,
 }
 
 impl OpenFile {
@@ -45,6 +48,11 @@ impl OpenFile {
             (Some(_), None) => Some(&self.fd_path),
             _ => None,
         }
+    }
+
+    /// The file's GNU build-id in lower-case hex ("" when it has none or was not readable).
+    pub fn build_id(&self) -> &str {
+        &self.build_id
     }
 }
 
@@ -101,6 +109,7 @@ impl FileCache {
                     file: None,
                     fd_path: PathBuf::new(),
                     error: Some(msg.clone()),
+                    build_id: String::new(),
                 });
                 Opened::Failed(id, msg)
             }
@@ -146,6 +155,7 @@ impl FileCache {
             file: Some(file),
             fd_path,
             error: None,
+            build_id: build_id.as_deref().map(hex).unwrap_or_default(),
         });
         if let Some(k) = stat_key {
             self.by_stat.insert(k, id);
@@ -165,6 +175,10 @@ impl FileCache {
     pub fn len(&self) -> usize {
         self.files.len()
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Only ELF files can be symbolized; say so plainly rather than with blazesym's parse error.

@@ -17,8 +17,10 @@
 //!
 //! Modules: `maps` parses `/proc/PID/maps`; `process` captures a process; `files` keeps mapped
 //! files open, deduplicated by inode and build-id; `perf_map` parses JIT maps; `user` and `kernel`
-//! symbolize; `frames` builds the frames.
+//! symbolize; `frames` builds the frames; `debug_files` names frames of a saved profile later from
+//! separate debug files.
 
+mod debug_files;
 mod error;
 mod files;
 mod frames;
@@ -32,6 +34,7 @@ use std::collections::{HashMap, HashSet};
 
 use pkprof_profile::Frame;
 
+pub use debug_files::{name_from_debug_files, DebugFilesOutcome};
 pub use error::SymbolizeError;
 use files::FileCache;
 use kernel::KernelFrames;

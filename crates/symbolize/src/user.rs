@@ -107,7 +107,7 @@ impl UserFrames {
             }
         }
 
-        let frames: Vec<Vec<Frame>> = locs.iter().map(|loc| self.frames(loc)).collect();
+        let frames: Vec<Vec<Frame>> = locs.iter().map(|loc| self.frames(files, loc)).collect();
         slots.iter().map(|&i| frames[i].clone()).collect()
     }
 
@@ -143,24 +143,26 @@ impl UserFrames {
         Ok(())
     }
 
-    fn frames(&self, loc: &Loc) -> Vec<Frame> {
+    fn frames(&self, files: &FileCache, loc: &Loc) -> Vec<Frame> {
         match loc {
-            Loc::File { id, off, module } => match self.cache.get(&(*id, *off)) {
-                Some(frames) if !frames.is_empty() => frames
-                    .iter()
-                    .map(|f| Frame {
-                        module: module.clone(),
-                        offset: *off,
-                        ..f.clone()
-                    })
-                    .collect(),
-                _ => vec![unknown_frame(
-                    FrameKind::User,
-                    short_name(module),
-                    module,
-                    *off,
-                )],
-            },
+            Loc::File { id, off, module } => {
+                let build_id = files.get(*id).build_id();
+                match self.cache.get(&(*id, *off)) {
+                    Some(frames) if !frames.is_empty() => frames
+                        .iter()
+                        .map(|f| Frame {
+                            module: module.clone(),
+                            offset: *off,
+                            build_id: build_id.to_string(),
+                            ..f.clone()
+                        })
+                        .collect(),
+                    _ => vec![Frame {
+                        build_id: build_id.to_string(),
+                        ..unknown_frame(FrameKind::User, short_name(module), module, *off)
+                    }],
+                }
+            }
             Loc::Jit { name, module, addr } => vec![Frame {
                 kind: FrameKind::User,
                 name: name.clone(),

@@ -21,7 +21,8 @@ fn names(frames: &[Frame]) -> Vec<&str> {
 /// `pkprof_fixture_middle` and `pkprof_fixture_leaf`.
 ///
 /// Expected: one frame each (no inlining, lines off), named after the function, `module` the
-/// binary's path, `offset` the file offset of the address (symbol's file offset + delta).
+/// binary's path, `offset` the file offset of the address (symbol's file offset + delta),
+/// `build_id` the binary's GNU build-id as `readelf -n` prints it.
 #[test]
 #[ignore = "needs root"]
 fn exited_process_is_symbolized() {
@@ -43,6 +44,8 @@ fn exited_process_is_symbolized() {
     let frames = sym.symbolize_user(pid, &[middle_addr, leaf_addr, middle_addr]);
     assert_eq!(frames.len(), 3);
     let exe_path = exe.to_str().unwrap();
+    let build_id = readelf_build_id(&exe);
+    assert_eq!(build_id.len(), 40, "the toolchain links a sha1 build-id");
     for (f, (name, offset)) in frames.iter().zip([
         ("pkprof_fixture_middle", middle.file_offset + 4),
         ("pkprof_fixture_leaf", leaf.file_offset + 1),
@@ -59,7 +62,7 @@ fn exited_process_is_symbolized() {
                 file: None,
                 line: None,
                 inlined: false,
-                build_id: String::new(),
+                build_id: build_id.clone(),
             }]
         );
     }
@@ -96,6 +99,7 @@ fn deleted_executable_is_symbolized() {
     assert_eq!(f[0].module, exe.to_str().unwrap());
     assert_eq!(f[0].offset, leaf.file_offset + 2);
     assert!(f[0].symbolized);
+    assert_eq!(f[0].build_id, readelf_build_id(&built));
     assert_eq!(sym.exe(pid).as_deref(), exe.to_str());
 }
 
@@ -522,5 +526,34 @@ fn stripped_library_code_is_named_by_its_gap() {
         f.offset,
         function_in_file(&full, "internal_a").file_offset + 2
     );
+    // What `report --symbols` needs to find the debug file later: strip keeps the build-id note.
+    let build_id = readelf_build_id(&full);
+    assert!(!build_id.is_empty());
+    assert!(frames.iter().all(|f| f[0].build_id == build_id));
     assert!(sym.warnings().is_empty(), "{:?}", sym.warnings());
+}
+
+/// A binary linked without a build-id note (`-Wl,--build-id=none`): its frames carry an empty
+/// build-id, as `readelf -n` finds none.
+#[test]
+fn binary_without_build_id_has_frames_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["-O1", "-fPIC", "-shared", "-Wl,--build-id=none"];
+    let lib = build("cc", "stripped.c", &flags, dir.path(), "libnoid.so");
+    assert_eq!(readelf_build_id(&lib), "");
+
+    use std::os::unix::fs::MetadataExt;
+    let inode = fs::metadata(&lib).unwrap().ino();
+    let base = 0x7f00_0000_0000u64;
+    let maps = format!(
+        "{base:x}-{:x} r-xp 00000000 fe:01 {inode} {}\n",
+        base + 0x10000,
+        lib.display()
+    );
+    let mut sym = Symbolizer::new(SymbolizerOptions::default());
+    sym.capture_from_maps(4_000_001, &maps);
+    let addr = base + function_in_file(&lib, "pk_exported").file_offset;
+    let frames = sym.symbolize_user(4_000_001, &[addr]);
+    assert_eq!(names(&frames[0]), vec!["pk_exported"]);
+    assert_eq!(frames[0][0].build_id, "");
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use pkprof_profile::{Bucket, Profile};
+use pkprof_report::header::user_stacks_text;
 use pkprof_report::names::{frame_label, NameStyle};
 
 fn pct(part: u64, whole: u64) -> f64 {
@@ -81,6 +82,10 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
         l.target_table_full,
         hint(l.target_table_full, "--max-targets"),
     );
+    // The same line as every report's header (pkprof_report::header).
+    if let Some(u) = user_stacks_text(&m.user_stacks) {
+        let _ = writeln!(out, "{u}");
+    }
     let o = &m.overhead;
     let bpf = match (o.bpf_run_ns, o.bpf_run_count) {
         (Some(ns), Some(runs)) => format!("{:.2}% ({runs} runs)", pct(ns, (secs * 1e9) as u64)),
@@ -117,4 +122,32 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
         let _ = writeln!(out, "{:6.1}%  {:8}  {name}", pct(n, total), n);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pkprof_profile::Truncation;
+
+    #[test]
+    fn user_stack_line_follows_the_losses() {
+        let mut p = Profile::default();
+        p.meta.user_stacks.add(None, 9_812);
+        p.meta.user_stacks.add(Some(Truncation::NoUnwindInfo), 70);
+        p.meta.user_stacks.add(Some(Truncation::StackWindow), 120);
+        let text = render(&p, "x.pkprof", 0, 5, "command exited");
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("user stacks:"))
+            .expect(&text);
+        assert_eq!(
+            lines[at],
+            "user stacks: 9,812 complete (98.1%), truncated 190: 120 stack window, 70 no unwind info"
+        );
+        assert!(lines[at - 1].starts_with("lost:"), "{text}");
+        // A profile that counted no user stack (nothing to say) has no such line.
+        let text = render(&Profile::default(), "x.pkprof", 0, 5, "command exited");
+        assert!(!text.contains("user stacks:"), "{text}");
+    }
 }

@@ -25,6 +25,8 @@ pub struct Sections {
 #[derive(Clone, Debug)]
 pub struct ReportOptions {
     pub file: PathBuf,
+    /// Directories of separate debug files to name unsymbolized user frames from (`--symbols`).
+    pub symbols: Vec<PathBuf>,
     /// None of them asked: flat profile and call graph.
     pub sections: Sections,
     pub select: SelectOptions,
@@ -78,8 +80,34 @@ fn title(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
+/// Names unsymbolized user frames from the debug files under `dirs`, before any report or
+/// export sees the profile, and says on standard error what was and was not found.
+fn name_from_debug_files(profile: &mut Profile, dirs: &[PathBuf]) {
+    if dirs.is_empty() {
+        return;
+    }
+    let out = pkprof_symbolize::name_from_debug_files(profile, dirs);
+    let mut msg = format!(
+        "pkprof: --symbols named {} of {} unsymbolized user frames",
+        out.named, out.unsymbolized
+    );
+    if !out.not_found.is_empty() {
+        let shown = out.not_found.len().min(5);
+        msg.push_str(&format!(
+            "; no matching debug file for {}",
+            out.not_found[..shown].join(", ")
+        ));
+        if out.not_found.len() > shown {
+            msg.push_str(&format!(" and {} more", out.not_found.len() - shown));
+        }
+    }
+    eprintln!("{msg}");
+}
+
 pub fn run_report(opts: ReportOptions) -> Result<()> {
-    let profile = load(&opts.file)?;
+    let mut profile = load(&opts.file)?;
+    name_from_debug_files(&mut profile, &opts.symbols);
+    let profile = profile;
     let name = opts.file.display().to_string();
     let sel = Selection::new(&opts.select, &[&profile])
         .with_context(|| format!("cannot report {name}"))?;
@@ -109,6 +137,12 @@ pub fn run_report(opts: ReportOptions) -> Result<()> {
                 "pkprof: {} (folded stacks have no header to state it)",
                 pkprof_report::header::lost_text(&profile.meta.lost)
             );
+        }
+        let u = &profile.meta.user_stacks;
+        if format == "folded" && u.truncated.iter().any(|(_, n)| *n > 0) {
+            if let Some(line) = pkprof_report::header::user_stacks_text(u) {
+                eprintln!("pkprof: {line} (folded stacks have no header to state it)");
+            }
         }
         let mut out = open_output(&opts.output)?;
         let eopts = ExportOptions {

@@ -59,6 +59,15 @@ fn profile(u: &mut Unstructured) -> Result<Profile> {
             untracked_ns: u.arbitrary()?,
         },
         warnings: u.arbitrary()?,
+        user_stacks: {
+            let mut us = UserStacks { complete: u.arbitrary()?, truncated: Vec::new() };
+            for _ in 0..u.int_in_range(0..=8)? {
+                // As the model keeps it (the reader normalizes): no zeros.
+                let n: u64 = u.arbitrary()?;
+                us.add(Some(*u.choose(&Truncation::ALL)?), n.max(1) / 2 + 1);
+            }
+            us
+        },
     };
     let mut p = Profile { meta, ..Profile::default() };
     for _ in 0..u.int_in_range(0..=20)? {
@@ -76,6 +85,11 @@ fn profile(u: &mut Unstructured) -> Result<Profile> {
             file: u.arbitrary()?,
             line: u.arbitrary()?,
             inlined: u.arbitrary()?,
+            // Lower-case hex of whole bytes, or empty (the reader refuses anything else).
+            build_id: {
+                let bytes: Vec<u8> = u.arbitrary()?;
+                bytes.iter().map(|b| format!("{b:02x}")).collect()
+            },
         });
     }
     if !p.frames.is_empty() {

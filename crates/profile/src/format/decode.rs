@@ -14,7 +14,8 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Profile, Corruption> {
     let frames = msg
         .frames
         .into_iter()
-        .map(|f| frame(f, &strings))
+        .enumerate()
+        .map(|(i, f)| frame(i as u32, f, &strings))
         .collect::<Result<Vec<_>, _>>()?;
     let stacks = msg
         .stacks
@@ -174,12 +175,35 @@ fn meta(m: proto::Meta) -> Result<Meta, Corruption> {
             untracked_ns: c.untracked_ns,
         },
         warnings: m.warnings,
-        // Filled from the body once the format carries it (docs/profile-format.md).
-        user_stacks: Default::default(),
+        user_stacks: user_stacks(m.user_stacks.unwrap_or_default())?,
     })
 }
 
-fn frame(f: proto::Frame, strings: &Strings) -> Result<Frame, Corruption> {
+/// Normalized as the model keeps it: each reason once, in order, zeros left out.
+fn user_stacks(u: proto::UserStacks) -> Result<UserStacks, Corruption> {
+    let mut out = UserStacks {
+        complete: u.complete,
+        truncated: Vec::new(),
+    };
+    for t in u.truncated {
+        let reason = match proto::Truncation::try_from(t.reason) {
+            Ok(proto::Truncation::NoUnwindInfo) => Truncation::NoUnwindInfo,
+            Ok(proto::Truncation::TablesMissing) => Truncation::TablesMissing,
+            Ok(proto::Truncation::StackWindow) => Truncation::StackWindow,
+            Ok(proto::Truncation::ReadFault) => Truncation::ReadFault,
+            Ok(proto::Truncation::DepthLimit) => Truncation::DepthLimit,
+            Ok(proto::Truncation::TableLimit) => Truncation::TableLimit,
+            Ok(proto::Truncation::BadFrame) => Truncation::BadFrame,
+            Err(_) => return Err(unknown("truncation reason", t.reason)),
+        };
+        if t.samples > 0 {
+            out.add(Some(reason), t.samples);
+        }
+    }
+    Ok(out)
+}
+
+fn frame(id: FrameId, f: proto::Frame, strings: &Strings) -> Result<Frame, Corruption> {
     let kind = match proto::FrameKind::try_from(f.kind) {
         _ if f.truncated => FrameKind::Truncated,
         Ok(proto::FrameKind::User) => FrameKind::User,
@@ -199,7 +223,13 @@ fn frame(f: proto::Frame, strings: &Strings) -> Result<Frame, Corruption> {
             .transpose()?,
         line: f.line,
         inlined: f.inlined,
-        build_id: String::new(),
+        build_id: {
+            let hex = strings.get("frame build-id string", f.build_id_str)?;
+            if !super::valid_build_id(&hex) {
+                return Err(Corruption::BadBuildId { frame: id });
+            }
+            hex
+        },
     })
 }
 

@@ -63,8 +63,15 @@ pub(crate) fn encode_body(p: &Profile) -> Result<Vec<u8>, Corruption> {
     Ok(msg.encode_to_vec())
 }
 
-/// The same index checks as the reader's, on the model.
+/// The same index and build-id checks as the reader's, on the model.
 fn check(p: &Profile) -> Result<(), Corruption> {
+    if let Some(i) = p
+        .frames
+        .iter()
+        .position(|f| !super::valid_build_id(&f.build_id))
+    {
+        return Err(Corruption::BadBuildId { frame: i as u32 });
+    }
     let out_of_range = |what, index: u32, len| Corruption::IndexOutOfRange {
         what,
         index: index.into(),
@@ -147,6 +154,30 @@ fn meta(m: &Meta) -> proto::Meta {
             untracked_ns: c.untracked_ns,
         }),
         warnings: m.warnings.clone(),
+        user_stacks: Some(proto::UserStacks {
+            complete: m.user_stacks.complete,
+            truncated: m
+                .user_stacks
+                .truncated
+                .iter()
+                .map(|&(reason, samples)| proto::TruncatedStacks {
+                    reason: truncation(reason) as i32,
+                    samples,
+                })
+                .collect(),
+        }),
+    }
+}
+
+fn truncation(t: Truncation) -> proto::Truncation {
+    match t {
+        Truncation::NoUnwindInfo => proto::Truncation::NoUnwindInfo,
+        Truncation::TablesMissing => proto::Truncation::TablesMissing,
+        Truncation::StackWindow => proto::Truncation::StackWindow,
+        Truncation::ReadFault => proto::Truncation::ReadFault,
+        Truncation::DepthLimit => proto::Truncation::DepthLimit,
+        Truncation::TableLimit => proto::Truncation::TableLimit,
+        Truncation::BadFrame => proto::Truncation::BadFrame,
     }
 }
 
@@ -176,6 +207,7 @@ fn frame<'a>(f: &'a Frame, strings: &mut Strings<'a>) -> proto::Frame {
         line: f.line,
         inlined: f.inlined,
         truncated: f.kind == FrameKind::Truncated,
+        build_id_str: strings.id(&f.build_id),
     }
 }
 

@@ -74,6 +74,10 @@ pub enum Corruption {
     InvalidValue { what: &'static str, value: u64 },
     #[error("string table entry 0 must be empty")]
     StringTableStart,
+    /// A frame's build-id string is not an even number of lower-case hex digits (reports build
+    /// debug-file paths from it).
+    #[error("frame {frame} has a build-id that is not lower-case hex of whole bytes")]
+    BadBuildId { frame: u32 },
 }
 
 fn on_path(path: &Option<PathBuf>) -> String {

@@ -158,6 +158,12 @@ fn gunzip(body: &[u8], raw_len: u64) -> Result<Vec<u8>, Corruption> {
     Ok(raw)
 }
 
+/// A frame's build-id as the file may hold it: empty, or an even number of lower-case hex
+/// digits (reports make debug-file paths of it, so nothing else may get through).
+pub(crate) fn valid_build_id(id: &str) -> bool {
+    id.len().is_multiple_of(2) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// Writes `p` to the file at `path` (created or truncated).
 pub fn save(p: &Profile, path: impl AsRef<Path>) -> Result<(), FormatError> {
     let path = path.as_ref();

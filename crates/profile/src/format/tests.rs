@@ -165,6 +165,83 @@ fn unknown_enum_values_are_corrupt() {
 }
 
 #[test]
+fn unknown_truncation_reasons_are_corrupt() {
+    let mut m = valid();
+    m.meta = Some(proto::Meta {
+        user_stacks: Some(proto::UserStacks {
+            complete: 1,
+            truncated: vec![proto::TruncatedStacks {
+                reason: 7,
+                samples: 2,
+            }],
+        }),
+        ..Default::default()
+    });
+    assert_eq!(
+        corruption(&m).to_string(),
+        "unknown truncation reason value 7"
+    );
+}
+
+#[test]
+fn user_stack_counts_read_as_the_model_keeps_them() {
+    use crate::model::Truncation;
+    let entry = |r: proto::Truncation, samples| proto::TruncatedStacks {
+        reason: r as i32,
+        samples,
+    };
+    let mut m = valid();
+    m.meta = Some(proto::Meta {
+        user_stacks: Some(proto::UserStacks {
+            complete: 5,
+            // Out of order, a reason twice and a zero: merged, sorted, zero left out.
+            truncated: vec![
+                entry(proto::Truncation::ReadFault, 3),
+                entry(proto::Truncation::StackWindow, 0),
+                entry(proto::Truncation::NoUnwindInfo, 1),
+                entry(proto::Truncation::ReadFault, 4),
+            ],
+        }),
+        ..Default::default()
+    });
+    let u = read_profile(&file(&m)[..]).unwrap().meta.user_stacks;
+    assert_eq!(u.complete, 5);
+    assert_eq!(
+        u.truncated,
+        [(Truncation::NoUnwindInfo, 1), (Truncation::ReadFault, 7)]
+    );
+}
+
+#[test]
+fn build_ids_must_be_lower_case_hex_bytes() {
+    for bad in ["ABCD", "abc", "../../etc/passwd", "ab cd", "0g"] {
+        let mut m = valid();
+        m.strings.push(bad.into());
+        m.frames[0].build_id_str = 2;
+        assert_eq!(
+            corruption(&m).to_string(),
+            "frame 0 has a build-id that is not lower-case hex of whole bytes",
+            "{bad:?}"
+        );
+    }
+    let mut m = valid();
+    m.strings.push("00ff".into());
+    m.frames[0].build_id_str = 2;
+    assert_eq!(
+        read_profile(&file(&m)[..]).unwrap().frames[0].build_id,
+        "00ff"
+    );
+    // The writer refuses what the reader would.
+    let mut p = read_profile(&file(&valid())[..]).unwrap();
+    p.frames[0].build_id = "XYZ".into();
+    let e = write_profile(&p, Vec::new()).unwrap_err();
+    assert!(matches!(
+        e,
+        FormatError::InvalidProfile(Corruption::BadBuildId { frame: 0 })
+    ));
+}
+
+#[test]
 fn softirq_vector_must_fit_and_belong_to_a_softirq() {
     let mut m = valid();
     m.samples[0].context = proto::Context::SoftIrq as i32;

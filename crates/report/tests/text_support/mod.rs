@@ -59,7 +59,7 @@ impl Builder {
         let mut frames = Vec::new();
         let mut in_kernel = false;
         for name in stack.split(';').filter(|n| !n.is_empty()) {
-            let (kind, name) = if name == "[truncated]" {
+            let (kind, name) = if name.starts_with("[truncated") {
                 (FrameKind::Truncated, name)
             } else if let Some(k) = name.strip_prefix("k:") {
                 (FrameKind::Kernel, k)

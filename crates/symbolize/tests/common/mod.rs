@@ -30,6 +30,21 @@ pub fn build(compiler: &str, source: &str, flags: &[&str], dir: &Path, out: &str
     out
 }
 
+/// The GNU build-id of an ELF file as binutils' `readelf -n` prints it (lower-case hex), or ""
+/// when it has none: the truth for the build-ids pkprof keeps in frames.
+pub fn readelf_build_id(path: &Path) -> String {
+    let out = Command::new("readelf")
+        .arg("-n")
+        .arg(path)
+        .output()
+        .expect("readelf (binutils) runs");
+    assert!(out.status.success(), "readelf -n {}", path.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+        .unwrap_or_default()
+}
+
 /// spin.c: C, -O1 -g, frame pointers.
 pub fn build_spin(dir: &Path) -> PathBuf {
     build(

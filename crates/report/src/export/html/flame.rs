@@ -230,15 +230,4 @@ fn inline(svg: &str) -> String {
     out
 }
 
-/// `n` as text with thousands separators.
-pub(crate) fn thousands(n: u128) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
-}
+pub(crate) use crate::header::thousands;

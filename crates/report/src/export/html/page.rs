@@ -8,7 +8,7 @@ use pkprof_profile::{Profile, TargetKind};
 use super::escape;
 use super::flame::thousands;
 use crate::counts::counted;
-use crate::header::{lost_text, Coverage};
+use crate::header::{lost_text, user_stacks_text, Coverage};
 use crate::names::{frame_label, NameStyle};
 
 const CSS: &str = include_str!("assets/page.css");
@@ -154,6 +154,12 @@ pub(crate) fn summary(p: &Profile, names: NameStyle, total: u128, non_idle: u128
         "<p class=\"pk-meta pk-lost\">{}.</p>\n",
         escape(&capitalise(&lost_text(&m.lost)))
     );
+    if let Some(u) = user_stacks_text(&m.user_stacks) {
+        s += &format!(
+            "<p class=\"pk-meta pk-user-stacks\">{}.</p>\n",
+            escape(&capitalise(&u))
+        );
+    }
     if let Some(idle) = Coverage::of(p).idle_text() {
         s += &format!(
             "<p class=\"pk-meta pk-idle\">{}. Shares of samples in the tables and the flame \
