@@ -201,7 +201,7 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = pkprof_collect::record::DEFAULT_STACK_BYTES, value_parser = parse_stack_bytes)]
     stack_bytes: u32,
     /// Memory for the binaries' unwind tables, MiB; stacks needing more end `[truncated: unwind memory limit]`.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, default_value_t = pkprof_symbolize::DEFAULT_UNWIND_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=65536))]
     unwind_memory: u32,
     /// Seconds receive work may wait on a socket for its reader before it counts as KERNEL.
     #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]

@@ -42,6 +42,14 @@ pub(crate) struct OpenFile {
 }
 
 impl OpenFile {
+    /// The open file, unless it could not be opened or read.
+    pub fn file(&self) -> Option<&File> {
+        match (&self.file, &self.error) {
+            (Some(f), None) => Some(f),
+            _ => None,
+        }
+    }
+
     /// The path to hand to blazesym, unless the file is unusable.
     pub fn readable_path(&self) -> Option<&Path> {
         match (&self.file, &self.error) {

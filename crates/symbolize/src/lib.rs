@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
-//! let mut sym = Symbolizer::new(SymbolizerOptions { lines: false });
+//! let mut sym = Symbolizer::new(SymbolizerOptions::default());
 //! // While recording, for every sample:
 //! let (pid, ip) = (1234, 0x5555_5555_1234);
 //! if sym.capture_process(pid).is_ok() {
@@ -28,6 +28,7 @@ mod kernel;
 mod maps;
 pub mod perf_map;
 mod process;
+mod unwind;
 mod user;
 
 use std::collections::{HashMap, HashSet};
@@ -39,13 +40,30 @@ pub use error::SymbolizeError;
 use files::FileCache;
 use kernel::KernelFrames;
 use process::Process;
+use unwind::Unwinding;
+pub use unwind::{UnwoundStack, UserRegs, MAX_USER_FRAMES};
 use user::UserFrames;
 
-/// What to resolve beyond function names.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What to resolve beyond function names, and the memory unwinding may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SymbolizerOptions {
     /// Source file and line from DWARF, and frames for inlined functions.
     pub lines: bool,
+    /// Most bytes of unwind tables held (`record --unwind-memory`); a binary beyond it is not
+    /// loaded and stacks through it end `unwind memory limit`.
+    pub unwind_memory_bytes: usize,
+}
+
+/// Default of [`SymbolizerOptions::unwind_memory_bytes`], MiB (`record --unwind-memory`).
+pub const DEFAULT_UNWIND_MEMORY_MIB: u32 = 256;
+
+impl Default for SymbolizerOptions {
+    fn default() -> Self {
+        SymbolizerOptions {
+            lines: false,
+            unwind_memory_bytes: (DEFAULT_UNWIND_MEMORY_MIB as usize) << 20,
+        }
+    }
 }
 
 /// Captures processes while they run and symbolizes their addresses later.
@@ -60,6 +78,7 @@ pub struct Symbolizer {
     user: UserFrames,
     kernel: KernelFrames,
     warnings: Warnings,
+    unwinding: Unwinding,
 }
 
 impl Symbolizer {
@@ -82,6 +101,7 @@ impl Symbolizer {
             user: UserFrames::default(),
             kernel: KernelFrames::default(),
             warnings: Warnings::default(),
+            unwinding: Unwinding::new(opts.unwind_memory_bytes),
         }
     }
 
@@ -112,6 +132,7 @@ impl Symbolizer {
     /// mappings again. Files already open stay cached for the addresses captured before.
     pub fn forget(&mut self, pid: u32) {
         self.processes.remove(&pid);
+        self.unwinding.forget(pid);
         self.failed.remove(&pid);
     }
 
@@ -137,6 +158,36 @@ impl Symbolizer {
                 }
             }
         }
+    }
+
+    /// Unwinds one sampled user stack of `pid` from the unwind tables of its mapped files
+    /// (docs/design.md, "User stacks"). `stack` holds the bytes copied from `regs.sp` upwards;
+    /// `window_full`: the copy filled its whole window (false: it stopped at an unreadable page);
+    /// `fp_chain`: the frame-pointer walk, leaf first, whose deeper frames are spliced in where
+    /// the window ends. Call [`Symbolizer::capture_process`] first; a process that could not be
+    /// captured gives its ip alone, ended `tables missing`.
+    pub fn unwind(
+        &mut self,
+        pid: u32,
+        regs: UserRegs,
+        stack: &[u8],
+        window_full: bool,
+        fp_chain: &[u64],
+    ) -> UnwoundStack {
+        self.unwinding.unwind(
+            pid,
+            self.processes.get(&pid),
+            &self.files,
+            regs,
+            stack,
+            window_full,
+            fp_chain,
+        )
+    }
+
+    /// Bytes of unwind tables held now.
+    pub fn unwind_table_bytes(&self) -> usize {
+        self.unwinding.held_bytes()
     }
 
     /// Whether `addr` lies in an executable mapping captured for `pid`; `None` when nothing was
@@ -230,33 +281,6 @@ fn raise_fd_limit() {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
             lim.rlim_cur = lim.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
-// TEMPORARY stand-in until the unwinder lands (branch `unwinder`): the frame-pointer chain.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UserRegs {
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-}
-pub struct UnwoundStack {
-    pub frames: Vec<u64>,
-    pub end: Option<pkprof_profile::Truncation>,
-}
-impl Symbolizer {
-    pub fn unwind(
-        &mut self,
-        _pid: u32,
-        _regs: UserRegs,
-        _stack: &[u8],
-        _window_full: bool,
-        fp_chain: &[u64],
-    ) -> UnwoundStack {
-        UnwoundStack {
-            frames: fp_chain.to_vec(),
-            end: None,
         }
     }
 }

@@ -59,6 +59,8 @@ pub(crate) struct Process {
     misses: HashSet<u64>,
     /// Reading its maps failed at a re-capture: it exited.
     gone: bool,
+    /// Counts changes of `mappings` (an unwinder built from them is stale when it differs).
+    generation: u64,
 }
 
 impl Process {
@@ -129,7 +131,18 @@ impl Process {
             last_capture: Instant::now(),
             misses: HashSet::new(),
             gone: false,
+            generation: 0,
         }
+    }
+
+    /// The executable mappings, sorted by start.
+    pub fn mappings(&self) -> &[Mapping] {
+        &self.mappings
+    }
+
+    /// Changes whenever the mappings change.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The mapping containing `addr`.
@@ -194,6 +207,7 @@ impl Process {
         new.extend(kept);
         new.sort_by_key(|m| m.start);
         self.mappings = new;
+        self.generation += 1;
         true
     }
 

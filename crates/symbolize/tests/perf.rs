@@ -68,7 +68,10 @@ fn run(lines: bool) {
     let user = samples(&user_unique);
     let kernel = samples(&kernel_unique);
 
-    let mut sym = Symbolizer::new(SymbolizerOptions { lines });
+    let mut sym = Symbolizer::new(SymbolizerOptions {
+        lines,
+        ..Default::default()
+    });
     let t = Instant::now();
     sym.capture_process(pid).unwrap();
     let capture = t.elapsed();

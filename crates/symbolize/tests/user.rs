@@ -33,7 +33,10 @@ fn exited_process_is_symbolized() {
 
     let mut fixture = Running::start(&exe, &[]);
     let pid = fixture.pid();
-    let mut sym = Symbolizer::new(SymbolizerOptions { lines: false });
+    let mut sym = Symbolizer::new(SymbolizerOptions {
+        lines: false,
+        ..Default::default()
+    });
     sym.capture_process(pid).unwrap();
     // Idempotent.
     sym.capture_process(pid).unwrap();
@@ -121,8 +124,14 @@ fn cpp_demangling_lines_and_inlined_frames() {
 
     let mut fixture = Running::start(&exe, &[]);
     let pid = fixture.pid();
-    let mut sym = Symbolizer::new(SymbolizerOptions { lines: true });
-    let mut plain = Symbolizer::new(SymbolizerOptions { lines: false });
+    let mut sym = Symbolizer::new(SymbolizerOptions {
+        lines: true,
+        ..Default::default()
+    });
+    let mut plain = Symbolizer::new(SymbolizerOptions {
+        lines: false,
+        ..Default::default()
+    });
     sym.capture_process(pid).unwrap();
     plain.capture_process(pid).unwrap();
     let compute_addr = runtime_address(pid, &exe, compute.file_offset);

@@ -113,7 +113,10 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     for pid in &pids {
         collector.add_target(*pid)?;
     }
-    let mut symbolizer = Symbolizer::new(SymbolizerOptions { lines: opts.lines });
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        lines: opts.lines,
+        unwind_memory_bytes: (opts.unwind_memory_mib as usize) << 20,
+    });
     eprintln!(
         "pkprof: recording at {} Hz{}; Ctrl-C stops",
         opts.frequency_hz,

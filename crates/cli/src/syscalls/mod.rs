@@ -93,7 +93,7 @@ pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
         max_transitions: opts.max_transitions,
         timed: opts.timed,
     })?;
-    let symbolizer = Symbolizer::new(SymbolizerOptions { lines: false });
+    let symbolizer = Symbolizer::new(SymbolizerOptions::default());
     let mut sites = sites::Sites::new(symbolizer, opts.stack_bytes > 0);
     let started = Instant::now();
     let mut child = match (&opts.target, program) {

@@ -1,0 +1,93 @@
+//! The unwind tables of one mapped file: its `.eh_frame` / `.eh_frame_hdr` (or `.debug_frame`)
+//! bytes and the section and segment addresses framehop needs, read once per file (the symbolizer
+//! keeps one open file per binary, shared by every process that maps it) and held in `Arc`s, so
+//! that a process's modules cost no copy. Only the headers and these sections are read
+//! (`object`'s `ReadCache`), never the whole binary. docs/design.md, "User stacks".
+
+use std::fs::File;
+use std::ops::Range;
+use std::sync::Arc;
+
+use object::{Object, ObjectSection, ObjectSegment, ReadCache};
+
+/// Section bytes as framehop takes them.
+pub(crate) type Bytes = Arc<[u8]>;
+
+/// What one file offers to unwind its code.
+#[derive(Debug)]
+pub(crate) struct FileTables {
+    pub eh_frame: Option<(Range<u64>, Bytes)>,
+    pub eh_frame_hdr: Option<(Range<u64>, Bytes)>,
+    pub debug_frame: Option<Bytes>,
+    pub text_svma: Option<Range<u64>>,
+    pub got_svma: Option<Range<u64>>,
+    /// Loadable segments: (file offset, file size, virtual address), to place a mapping.
+    pub segments: Vec<(u64, u64, u64)>,
+}
+
+impl FileTables {
+    /// Reads the tables of an ELF file. Err: the file is not a readable ELF file.
+    pub fn read(file: &File) -> Result<FileTables, String> {
+        let cache = ReadCache::new(file);
+        let obj = object::File::parse(&cache).map_err(|e| e.to_string())?;
+        let section = |name: &str| -> Option<(Range<u64>, Bytes)> {
+            let s = obj.section_by_name(name)?;
+            let data = s.data().ok()?;
+            (!data.is_empty()).then(|| (s.address()..s.address() + s.size(), Arc::from(data)))
+        };
+        let range = |name: &str| {
+            obj.section_by_name(name)
+                .map(|s| s.address()..s.address() + s.size())
+        };
+        let segments = obj
+            .segments()
+            .filter_map(|s| {
+                let (off, size) = s.file_range();
+                (size > 0).then_some((off, size, s.address()))
+            })
+            .collect();
+        Ok(FileTables {
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+            debug_frame: section(".debug_frame").map(|(_, b)| b),
+            text_svma: range(".text"),
+            got_svma: range(".got"),
+            segments,
+        })
+    }
+
+    /// Whether the file has any unwind table.
+    pub fn has_cfi(&self) -> bool {
+        self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+
+    /// Bytes held for this file.
+    pub fn bytes(&self) -> usize {
+        self.eh_frame.as_ref().map_or(0, |s| s.1.len())
+            + self.eh_frame_hdr.as_ref().map_or(0, |s| s.1.len())
+            + self.debug_frame.as_ref().map_or(0, |b| b.len())
+    }
+
+    /// The virtual address (as linked) of file offset `offset`, through the segment holding it.
+    pub fn svma_of_offset(&self, offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|(off, size, _)| (*off..off + size).contains(&offset))
+            .map(|(off, _, vaddr)| vaddr + (offset - off))
+    }
+
+    /// framehop's description of the file (section addresses as linked, base 0).
+    pub fn section_info(&self) -> framehop::ExplicitModuleSectionInfo<Bytes> {
+        framehop::ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: self.text_svma.clone(),
+            got_svma: self.got_svma.clone(),
+            eh_frame_svma: self.eh_frame.as_ref().map(|s| s.0.clone()),
+            eh_frame: self.eh_frame.as_ref().map(|s| s.1.clone()),
+            eh_frame_hdr_svma: self.eh_frame_hdr.as_ref().map(|s| s.0.clone()),
+            eh_frame_hdr: self.eh_frame_hdr.as_ref().map(|s| s.1.clone()),
+            debug_frame: self.debug_frame.clone(),
+            ..Default::default()
+        }
+    }
+}

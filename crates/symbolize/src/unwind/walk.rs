@@ -1,0 +1,282 @@
+//! One process's unwinder (a framehop module per executable file mapping, rebuilt when its maps
+//! change) and the walk of one sampled stack, with the classification of how it ended and the
+//! splice of deeper frame-pointer frames where the copied window ends.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{Error as UnwindError, Module, Unwinder as _};
+use pkprof_profile::Truncation;
+
+use super::tables::{Bytes, FileTables};
+use crate::files::{FileCache, FileId};
+use crate::process::{Process, Target};
+
+/// Frames kept per user stack; a deeper stack ends `depth limit`.
+pub const MAX_USER_FRAMES: usize = 512;
+
+/// The user registers a stack is unwound from (x86-64).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserRegs {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+
+/// One unwound user stack: frames leaf first (`[0]` = the sampled ip, then return addresses as
+/// read), and why it stops before the thread's entry (None: it reached it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnwoundStack {
+    pub frames: Vec<u64>,
+    pub end: Option<Truncation>,
+}
+
+/// A file's tables, as far as they could be had.
+#[derive(Clone, Debug)]
+enum Tables {
+    Loaded(Arc<FileTables>),
+    /// Not an ELF file, or unreadable.
+    Missing,
+    /// Loading them would pass the memory limit.
+    OverLimit,
+}
+
+/// What a code range of the process is unwound with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Coverage {
+    Cfi,
+    NoCfi,
+    Missing,
+    OverLimit,
+}
+
+struct ProcessUnwinder {
+    generation: u64,
+    unwinder: UnwinderX86_64<Bytes>,
+    /// Executable mappings and how their code is covered, sorted by start.
+    ranges: Vec<(Range<u64>, Coverage)>,
+}
+
+impl ProcessUnwinder {
+    fn coverage(&self, addr: u64) -> Option<Coverage> {
+        let i = self.ranges.partition_point(|(r, _)| r.start <= addr);
+        let (r, c) = self.ranges.get(i.checked_sub(1)?)?;
+        r.contains(&addr).then_some(*c)
+    }
+}
+
+/// Unwinding state of a symbolizer: tables per file, an unwinder per process, one rule cache.
+pub(crate) struct Unwinding {
+    tables: HashMap<FileId, Tables>,
+    held_bytes: usize,
+    limit_bytes: usize,
+    processes: HashMap<u32, ProcessUnwinder>,
+    cache: CacheX86_64,
+}
+
+impl Unwinding {
+    pub fn new(limit_bytes: usize) -> Self {
+        Unwinding {
+            tables: HashMap::new(),
+            held_bytes: 0,
+            limit_bytes,
+            processes: HashMap::new(),
+            cache: CacheX86_64::new(),
+        }
+    }
+
+    /// Bytes of unwind tables held.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    fn tables(&mut self, id: FileId, files: &FileCache) -> Tables {
+        if let Some(t) = self.tables.get(&id) {
+            return t.clone();
+        }
+        let t = match files.get(id).file().map(FileTables::read) {
+            Some(Ok(t)) if self.held_bytes + t.bytes() > self.limit_bytes => Tables::OverLimit,
+            Some(Ok(t)) => {
+                self.held_bytes += t.bytes();
+                Tables::Loaded(Arc::new(t))
+            }
+            _ => Tables::Missing,
+        };
+        // A file over the limit is tried again later: another file may have been dropped.
+        if !matches!(t, Tables::OverLimit) {
+            self.tables.insert(id, t.clone());
+        }
+        t
+    }
+
+    fn build(&mut self, process: &Process, files: &FileCache) -> ProcessUnwinder {
+        let mut unwinder = UnwinderX86_64::new();
+        let mut ranges = Vec::new();
+        for m in process.mappings() {
+            let coverage = match m.target {
+                Target::File(id) => match self.tables(id, files) {
+                    Tables::Loaded(t) => match t.svma_of_offset(m.offset).filter(|_| t.has_cfi()) {
+                        Some(svma) => {
+                            unwinder.add_module(Module::new(
+                                m.module.clone(),
+                                m.start..m.end,
+                                m.start.wrapping_sub(svma),
+                                t.section_info(),
+                            ));
+                            Coverage::Cfi
+                        }
+                        None => Coverage::NoCfi,
+                    },
+                    Tables::Missing => Coverage::Missing,
+                    Tables::OverLimit => Coverage::OverLimit,
+                },
+                Target::Anon | Target::Special => Coverage::NoCfi,
+            };
+            ranges.push((m.start..m.end, coverage));
+        }
+        ProcessUnwinder {
+            generation: process.generation(),
+            unwinder,
+            ranges,
+        }
+    }
+
+    /// Forget a process's unwinder (it executed a new image).
+    pub fn forget(&mut self, pid: u32) {
+        self.processes.remove(&pid);
+    }
+
+    /// Unwinds one stack of `pid` (see `Symbolizer::unwind`).
+    pub fn unwind(
+        &mut self,
+        pid: u32,
+        process: Option<&Process>,
+        files: &FileCache,
+        regs: UserRegs,
+        stack: &[u8],
+        window_full: bool,
+        fp_chain: &[u64],
+    ) -> UnwoundStack {
+        let Some(process) = process else {
+            return UnwoundStack {
+                frames: vec![regs.ip],
+                end: Some(Truncation::TablesMissing),
+            };
+        };
+        if stack.len() < 8 {
+            return UnwoundStack {
+                frames: vec![regs.ip],
+                end: Some(Truncation::ReadFault),
+            };
+        }
+        let stale = self
+            .processes
+            .get(&pid)
+            .is_none_or(|p| p.generation != process.generation());
+        if stale {
+            let built = self.build(process, files);
+            self.processes.insert(pid, built);
+        }
+        let Unwinding {
+            processes, cache, ..
+        } = self;
+        let pu = &processes[&pid];
+        walk(pu, cache, regs, stack, window_full, fp_chain)
+    }
+}
+
+/// Why a walk that stopped at `last` (the last frame's address) stopped there, given what the
+/// unwinder said.
+fn reason_at(pu: &ProcessUnwinder, last: u64, fallback: Truncation) -> Truncation {
+    match pu.coverage(last) {
+        Some(Coverage::Missing) => Truncation::TablesMissing,
+        Some(Coverage::OverLimit) => Truncation::TableLimit,
+        Some(Coverage::NoCfi) => Truncation::NoUnwindInfo,
+        None => Truncation::BadFrame,
+        Some(Coverage::Cfi) => fallback,
+    }
+}
+
+fn walk(
+    pu: &ProcessUnwinder,
+    cache: &mut CacheX86_64,
+    regs: UserRegs,
+    stack: &[u8],
+    window_full: bool,
+    fp_chain: &[u64],
+) -> UnwoundStack {
+    let top = regs.sp + stack.len() as u64;
+    let mut read = |addr: u64| -> Result<u64, ()> {
+        let off = addr.checked_sub(regs.sp).ok_or(())? as usize;
+        let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
+    };
+    let mut frames = vec![regs.ip];
+    let mut it = pu.unwinder.iter_frames(
+        regs.ip,
+        UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+        cache,
+        &mut read,
+    );
+    // The first item is the ip itself.
+    let _ = it.next();
+    let end = loop {
+        let last = *frames.last().unwrap_or(&regs.ip);
+        // Return addresses point after the call: the call is one byte before.
+        let last_code = if frames.len() > 1 {
+            last.wrapping_sub(1)
+        } else {
+            last
+        };
+        match it.next() {
+            Ok(Some(addr)) => {
+                let a = addr.address();
+                if pu.coverage(a.wrapping_sub(1)).is_none() {
+                    // Data read as a return address, or code nobody mapped.
+                    break Some(reason_at(pu, last_code, Truncation::BadFrame));
+                }
+                if frames.len() >= MAX_USER_FRAMES {
+                    break Some(Truncation::DepthLimit);
+                }
+                frames.push(a);
+            }
+            // The unwinder found the end of the stack: complete only where tables say so.
+            Ok(None) => match pu.coverage(last_code) {
+                Some(Coverage::Cfi) => break None,
+                _ => break Some(reason_at(pu, last_code, Truncation::BadFrame)),
+            },
+            Err(UnwindError::CouldNotReadStack(addr)) if addr >= top => {
+                let why = if window_full {
+                    Truncation::StackWindow
+                } else {
+                    Truncation::ReadFault
+                };
+                break Some(reason_at(pu, last_code, why));
+            }
+            Err(_) => break Some(reason_at(pu, last_code, Truncation::BadFrame)),
+        }
+    };
+    if end == Some(Truncation::StackWindow) {
+        splice(pu, &mut frames, fp_chain);
+    }
+    UnwoundStack { frames, end }
+}
+
+/// Appends the frame-pointer walk's frames beyond the last unwound return address, where that
+/// address is in the walk (the walk's frames from there on are real frame-pointer frames).
+fn splice(pu: &ProcessUnwinder, frames: &mut Vec<u64>, fp_chain: &[u64]) {
+    let Some(&last) = frames.last().filter(|_| frames.len() > 1) else {
+        return;
+    };
+    let Some(k) = fp_chain.iter().skip(1).position(|a| *a == last) else {
+        return;
+    };
+    for &a in &fp_chain[k + 2..] {
+        if frames.len() >= MAX_USER_FRAMES || pu.coverage(a.wrapping_sub(1)).is_none() {
+            break;
+        }
+        frames.push(a);
+    }
+}
