@@ -68,12 +68,19 @@ impl FileTables {
             + self.debug_frame.as_ref().map_or(0, |b| b.len())
     }
 
-    /// The virtual address (as linked) of file offset `offset`, through the segment holding it.
-    pub fn svma_of_offset(&self, offset: u64) -> Option<u64> {
-        self.segments
+    /// The virtual address (as linked) that a mapping of `len` bytes from file offset `offset`
+    /// starts at, through the loadable segment it maps most of. A mapping starts at a page
+    /// boundary, so it may begin with the end of the segment before (a Rust binary's text
+    /// segment at file offset 0x164b0 is mapped from 0x16000, where the read-only segment ends).
+    pub fn svma_of_mapping(&self, offset: u64, len: u64) -> Option<u64> {
+        let end = offset.saturating_add(len);
+        let (off, _, vaddr) = self
+            .segments
             .iter()
-            .find(|(off, size, _)| (*off..off + size).contains(&offset))
-            .map(|(off, _, vaddr)| vaddr + (offset - off))
+            .filter(|(off, size, _)| *off < end && off + size > offset)
+            .max_by_key(|(off, size, _)| (off + size).min(end) - (*off).max(offset))?;
+        // The mapping's start is `off - offset` bytes before the segment's (or after it).
+        Some(vaddr.wrapping_sub(off.wrapping_sub(offset)))
     }
 
     /// framehop's description of the file (section addresses as linked, base 0).

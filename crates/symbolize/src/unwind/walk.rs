@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
-use framehop::{Error as UnwindError, Module, Unwinder as _};
+use framehop::{Error as UnwindError, FrameAddress, Module, Unwinder as _};
 use pkprof_profile::Truncation;
 
 use super::tables::{Bytes, FileTables};
@@ -57,9 +57,35 @@ struct ProcessUnwinder {
     unwinder: UnwinderX86_64<Bytes>,
     /// Executable mappings and how their code is covered, sorted by start.
     ranges: Vec<(Range<u64>, Coverage)>,
+    /// The file and file offset of each file mapping's start (to read code), by start.
+    code: Vec<(u64, FileId, u64)>,
+    /// Addresses found to be (or not to be) the signal return trampoline.
+    sigreturn: std::cell::RefCell<HashMap<u64, bool>>,
 }
 
 impl ProcessUnwinder {
+    /// Whether `addr` is the start of the signal return trampoline (read from the file once).
+    fn is_sigreturn(&self, addr: u64, files: &FileCache) -> bool {
+        if let Some(known) = self.sigreturn.borrow().get(&addr) {
+            return *known;
+        }
+        let i = self.code.partition_point(|(start, _, _)| *start <= addr);
+        let found = i
+            .checked_sub(1)
+            .and_then(|i| self.code.get(i))
+            .filter(|_| self.coverage(addr).is_some())
+            .and_then(|(start, id, offset)| {
+                let file = files.get(*id).file()?;
+                let mut code = [0u8; SIGRETURN.len()];
+                std::os::unix::fs::FileExt::read_exact_at(file, &mut code, offset + (addr - start))
+                    .ok()?;
+                Some(code == SIGRETURN)
+            })
+            .unwrap_or(false);
+        self.sigreturn.borrow_mut().insert(addr, found);
+        found
+    }
+
     fn coverage(&self, addr: u64) -> Option<Coverage> {
         let i = self.ranges.partition_point(|(r, _)| r.start <= addr);
         let (r, c) = self.ranges.get(i.checked_sub(1)?)?;
@@ -114,10 +140,17 @@ impl Unwinding {
     fn build(&mut self, process: &Process, files: &FileCache) -> ProcessUnwinder {
         let mut unwinder = UnwinderX86_64::new();
         let mut ranges = Vec::new();
+        let mut code = Vec::new();
         for m in process.mappings() {
+            if let Target::File(id) = m.target {
+                code.push((m.start, id, m.offset));
+            }
             let coverage = match m.target {
                 Target::File(id) => match self.tables(id, files) {
-                    Tables::Loaded(t) => match t.svma_of_offset(m.offset).filter(|_| t.has_cfi()) {
+                    Tables::Loaded(t) => match t
+                        .svma_of_mapping(m.offset, m.end - m.start)
+                        .filter(|_| t.has_cfi())
+                    {
                         Some(svma) => {
                             unwinder.add_module(Module::new(
                                 m.module.clone(),
@@ -140,6 +173,8 @@ impl Unwinding {
             generation: process.generation(),
             unwinder,
             ranges,
+            code,
+            sigreturn: Default::default(),
         }
     }
 
@@ -183,7 +218,7 @@ impl Unwinding {
             processes, cache, ..
         } = self;
         let pu = &processes[&pid];
-        walk(pu, cache, regs, stack, window_full, fp_chain)
+        walk(pu, cache, files, regs, stack, window_full, fp_chain)
     }
 }
 
@@ -199,9 +234,21 @@ fn reason_at(pu: &ProcessUnwinder, last: u64, fallback: Truncation) -> Truncatio
     }
 }
 
+/// x86-64 Linux's signal return trampoline (`__restore_rt`: `mov $15, %rax; syscall`), where a
+/// signal handler returns. framehop cannot unwind through it (its CFI restores registers from the
+/// signal frame with DWARF expressions), so the walk does what the kernel's `rt_sigreturn` will:
+/// it takes the interrupted registers from the `ucontext` the handler's return left `sp` at.
+const SIGRETURN: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
+/// Offsets in the `ucontext` of the saved rbp, rsp and rip (uc_mcontext at 40, then the kernel's
+/// `struct sigcontext_64`: r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip).
+const UC_RBP: u64 = 40 + 10 * 8;
+const UC_RSP: u64 = 40 + 15 * 8;
+const UC_RIP: u64 = 40 + 16 * 8;
+
 fn walk(
     pu: &ProcessUnwinder,
     cache: &mut CacheX86_64,
+    files: &FileCache,
     regs: UserRegs,
     stack: &[u8],
     window_full: bool,
@@ -214,26 +261,41 @@ fn walk(
         Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
     };
     let mut frames = vec![regs.ip];
-    let mut it = pu.unwinder.iter_frames(
-        regs.ip,
-        UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
-        cache,
-        &mut read,
-    );
-    // The first item is the ip itself.
-    let _ = it.next();
+    let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
+    let mut address = FrameAddress::from_instruction_pointer(regs.ip);
     let end = loop {
         let last = *frames.last().unwrap_or(&regs.ip);
         // Return addresses point after the call: the call is one byte before.
-        let last_code = if frames.len() > 1 {
-            last.wrapping_sub(1)
+        let last_code = address.address_for_lookup();
+        let step = if pu.is_sigreturn(last, files) && frames.len() > 1 {
+            // The handler returned here: the interrupted context is in the ucontext at sp.
+            let sp = uregs.sp();
+            match (read(sp + UC_RIP), read(sp + UC_RSP), read(sp + UC_RBP)) {
+                (Ok(ip), Ok(rsp), Ok(rbp)) => {
+                    uregs = UnwindRegsX86_64::new(ip, rsp, rbp);
+                    if pu.coverage(ip).is_none() {
+                        break Some(Truncation::BadFrame);
+                    }
+                    if frames.len() >= MAX_USER_FRAMES {
+                        break Some(Truncation::DepthLimit);
+                    }
+                    // The interrupted instruction itself, not a return address.
+                    frames.push(ip);
+                    address = FrameAddress::from_instruction_pointer(ip);
+                    continue;
+                }
+                _ => Err(UnwindError::CouldNotReadStack(sp + UC_RIP)),
+            }
         } else {
-            last
+            pu.unwinder
+                .unwind_frame(address, &mut uregs, cache, &mut read)
         };
-        match it.next() {
-            Ok(Some(addr)) => {
-                let a = addr.address();
-                if pu.coverage(a.wrapping_sub(1)).is_none() {
+        match step {
+            Ok(Some(a)) => {
+                let Some(next) = FrameAddress::from_return_address(a) else {
+                    break Some(reason_at(pu, last_code, Truncation::BadFrame));
+                };
+                if pu.coverage(next.address_for_lookup()).is_none() {
                     // Data read as a return address, or code nobody mapped.
                     break Some(reason_at(pu, last_code, Truncation::BadFrame));
                 }
@@ -241,6 +303,7 @@ fn walk(
                     break Some(Truncation::DepthLimit);
                 }
                 frames.push(a);
+                address = next;
             }
             // The unwinder found the end of the stack: complete only where tables say so.
             Ok(None) => match pu.coverage(last_code) {
