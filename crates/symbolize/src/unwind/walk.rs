@@ -255,7 +255,11 @@ fn walk(
     fp_chain: &[u64],
 ) -> UnwoundStack {
     let top = regs.sp + stack.len() as u64;
+    // Reads of the current step: framehop ends a walk (Ok(None)) both where the tables say the
+    // stack ends (no read) and where it read a null return address (garbage, not an end).
+    let reads = std::cell::Cell::new(0u32);
     let mut read = |addr: u64| -> Result<u64, ()> {
+        reads.set(reads.get() + 1);
         let off = addr.checked_sub(regs.sp).ok_or(())? as usize;
         let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
         Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
@@ -267,6 +271,7 @@ fn walk(
         let last = *frames.last().unwrap_or(&regs.ip);
         // Return addresses point after the call: the call is one byte before.
         let last_code = address.address_for_lookup();
+        reads.set(0);
         let step = if pu.is_sigreturn(last, files) && frames.len() > 1 {
             // The handler returned here: the interrupted context is in the ucontext at sp.
             let sp = uregs.sp();
@@ -305,9 +310,11 @@ fn walk(
                 frames.push(a);
                 address = next;
             }
-            // The unwinder found the end of the stack: complete only where tables say so.
+            // The unwinder found the end of the stack: complete only where the tables say so
+            // (no read: the return address is undefined there, as at `_start` and `clone3`),
+            // below at least one caller (the entry calls on).
             Ok(None) => match pu.coverage(last_code) {
-                Some(Coverage::Cfi) => break None,
+                Some(Coverage::Cfi) if reads.get() == 0 && frames.len() > 1 => break None,
                 _ => break Some(reason_at(pu, last_code, Truncation::BadFrame)),
             },
             Err(UnwindError::CouldNotReadStack(addr)) if addr >= top => {
