@@ -8,7 +8,25 @@ use std::fs::File;
 use std::ops::Range;
 use std::sync::Arc;
 
+use gimli::{
+    BaseAddresses, CieOrFde, DebugFrame, EhFrame, EndianSlice, LittleEndian, UnwindSection,
+};
 use object::{Object, ObjectSection, ObjectSegment, ReadCache};
+
+fn collect_entries<'a, S>(section: &S, bases: &BaseAddresses, out: &mut Vec<Range<u64>>)
+where
+    S: UnwindSection<EndianSlice<'a, LittleEndian>>,
+{
+    let mut entries = section.entries(bases);
+    while let Ok(Some(entry)) = entries.next() {
+        if let CieOrFde::Fde(partial) = entry {
+            match partial.parse(|s, b, o| s.cie_from_offset(b, o)) {
+                Ok(fde) => out.push(fde.initial_address()..fde.end_address()),
+                Err(_) => return,
+            }
+        }
+    }
+}
 
 /// Section bytes as framehop takes them.
 pub(crate) type Bytes = Arc<[u8]>;
@@ -23,6 +41,10 @@ pub(crate) struct FileTables {
     pub got_svma: Option<Range<u64>>,
     /// Loadable segments: (file offset, file size, virtual address), to place a mapping.
     pub segments: Vec<(u64, u64, u64)>,
+    /// The code ranges (as linked) that an entry of the tables describes, sorted. framehop
+    /// falls back to frame pointers, silently, for code no entry covers and for an entry it
+    /// cannot read; a walk through such code is not proven whole (walk.rs).
+    pub covered: Vec<Range<u64>>,
 }
 
 impl FileTables {
@@ -46,14 +68,47 @@ impl FileTables {
                 (size > 0).then_some((off, size, s.address()))
             })
             .collect();
-        Ok(FileTables {
+        let mut t = FileTables {
             eh_frame: section(".eh_frame"),
             eh_frame_hdr: section(".eh_frame_hdr"),
             debug_frame: section(".debug_frame").map(|(_, b)| b),
             text_svma: range(".text"),
             got_svma: range(".got"),
             segments,
-        })
+            covered: Vec::new(),
+        };
+        t.covered = t.list_entries();
+        Ok(t)
+    }
+
+    /// The code ranges of the entries of `.eh_frame` (or `.debug_frame`) up to the first entry
+    /// that cannot be read (what follows a damaged entry cannot be trusted to be found).
+    fn list_entries(&self) -> Vec<Range<u64>> {
+        let mut out = Vec::new();
+        if let Some((svma, bytes)) = &self.eh_frame {
+            let mut section = EhFrame::new(bytes, LittleEndian);
+            section.set_address_size(8);
+            let mut bases = BaseAddresses::default().set_eh_frame(svma.start);
+            if let Some(text) = &self.text_svma {
+                bases = bases.set_text(text.start);
+            }
+            if let Some((hdr, _)) = &self.eh_frame_hdr {
+                bases = bases.set_eh_frame_hdr(hdr.start);
+            }
+            collect_entries(&section, &bases, &mut out);
+        } else if let Some(bytes) = &self.debug_frame {
+            let mut section = DebugFrame::new(bytes, LittleEndian);
+            section.set_address_size(8);
+            collect_entries(&section, &BaseAddresses::default(), &mut out);
+        }
+        out.sort_by_key(|r| r.start);
+        out
+    }
+
+    /// Whether an entry of the tables covers `svma`.
+    pub fn covers(&self, svma: u64) -> bool {
+        let i = self.covered.partition_point(|r| r.start <= svma);
+        i > 0 && self.covered[i - 1].contains(&svma)
     }
 
     /// Whether the file has any unwind table.
@@ -63,7 +118,8 @@ impl FileTables {
 
     /// Bytes held for this file.
     pub fn bytes(&self) -> usize {
-        self.eh_frame.as_ref().map_or(0, |s| s.1.len())
+        self.covered.len() * std::mem::size_of::<Range<u64>>()
+            + self.eh_frame.as_ref().map_or(0, |s| s.1.len())
             + self.eh_frame_hdr.as_ref().map_or(0, |s| s.1.len())
             + self.debug_frame.as_ref().map_or(0, |b| b.len())
     }

@@ -57,6 +57,9 @@ struct ProcessUnwinder {
     unwinder: UnwinderX86_64<Bytes>,
     /// Executable mappings and how their code is covered, sorted by start.
     ranges: Vec<(Range<u64>, Coverage)>,
+    /// The tables of each mapping with tables and the bias from its addresses to the tables'
+    /// (linked) addresses, by start.
+    tables: Vec<(Range<u64>, Arc<FileTables>, u64)>,
     /// The file and file offset of each file mapping's start (to read code), by start.
     code: Vec<(u64, FileId, u64)>,
     /// Addresses found to be (or not to be) the signal return trampoline.
@@ -84,6 +87,14 @@ impl ProcessUnwinder {
             .unwrap_or(false);
         self.sigreturn.borrow_mut().insert(addr, found);
         found
+    }
+
+    /// Whether an entry of the unwind tables covers the code at `addr` (see FileTables::covered).
+    fn proven(&self, addr: u64) -> bool {
+        let i = self.tables.partition_point(|(r, _, _)| r.start <= addr);
+        i.checked_sub(1)
+            .and_then(|i| self.tables.get(i))
+            .is_some_and(|(r, t, bias)| r.contains(&addr) && t.covers(addr.wrapping_sub(*bias)))
     }
 
     fn coverage(&self, addr: u64) -> Option<Coverage> {
@@ -140,6 +151,7 @@ impl Unwinding {
     fn build(&mut self, process: &Process, files: &FileCache) -> ProcessUnwinder {
         let mut unwinder = UnwinderX86_64::new();
         let mut ranges = Vec::new();
+        let mut with_tables = Vec::new();
         let mut code = Vec::new();
         for m in process.mappings() {
             if let Target::File(id) = m.target {
@@ -152,12 +164,14 @@ impl Unwinding {
                         .filter(|_| t.has_cfi())
                     {
                         Some(svma) => {
+                            let bias = m.start.wrapping_sub(svma);
                             unwinder.add_module(Module::new(
                                 m.module.clone(),
                                 m.start..m.end,
-                                m.start.wrapping_sub(svma),
+                                bias,
                                 t.section_info(),
                             ));
+                            with_tables.push((m.start..m.end, t.clone(), bias));
                             Coverage::Cfi
                         }
                         None => Coverage::NoCfi,
@@ -173,6 +187,7 @@ impl Unwinding {
             generation: process.generation(),
             unwinder,
             ranges,
+            tables: with_tables,
             code,
             sigreturn: Default::default(),
         }
@@ -267,6 +282,9 @@ fn walk(
     let mut frames = vec![regs.ip];
     let mut uregs = UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp);
     let mut address = FrameAddress::from_instruction_pointer(regs.ip);
+    // A frame of code no table entry covers was unwound by framehop's frame-pointer fallback:
+    // the stack may still end well, but it is not proven whole.
+    let mut guessed = false;
     let end = loop {
         let last = *frames.last().unwrap_or(&regs.ip);
         // Return addresses point after the call: the call is one byte before.
@@ -292,6 +310,7 @@ fn walk(
                 _ => Err(UnwindError::CouldNotReadStack(sp + UC_RIP)),
             }
         } else {
+            guessed |= !pu.proven(last_code);
             pu.unwinder
                 .unwind_frame(address, &mut uregs, cache, &mut read)
         };
@@ -331,6 +350,10 @@ fn walk(
     if end == Some(Truncation::StackWindow) {
         splice(pu, &mut frames, fp_chain);
     }
+    let end = match end {
+        None if guessed => Some(Truncation::NoUnwindInfo),
+        end => end,
+    };
     UnwoundStack { frames, end }
 }
 
