@@ -129,6 +129,17 @@ impl Truncation {
         }
     }
 
+    /// How a frame-pointer walk alone (`--stack-bytes 0`) ends: `bad frame` where the chain went
+    /// wrong, else `no unwind info`: a walk cannot tell a whole chain from one that stopped at
+    /// code built without frame pointers, so it is never called complete.
+    pub fn frame_pointer_walk(went_wrong: bool) -> Truncation {
+        if went_wrong {
+            Truncation::BadFrame
+        } else {
+            Truncation::NoUnwindInfo
+        }
+    }
+
     /// The name of the root frame of a stack truncated for this reason.
     pub fn frame_name(self) -> String {
         format!("[truncated: {}]", self.label())

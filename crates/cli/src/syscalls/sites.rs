@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use pkprof_collect::syscall_graph::{SiteSample, SiteTable, SyscallTracer, TraceEvent};
+use pkprof_profile::Truncation;
 use pkprof_symbolize::{Symbolizer, UserRegs};
 
 /// Captures, unwinding and the site table of one run.
@@ -80,10 +81,10 @@ impl Sites {
                 .unwind(s.pid, regs, &s.stack, s.window_full, &s.fp_chain);
             (unwound.frames, unwound.end)
         } else {
-            let end = s
-                .fp_truncated
-                .then_some(pkprof_profile::Truncation::BadFrame);
-            (s.fp_chain, end)
+            (
+                s.fp_chain,
+                Some(Truncation::frame_pointer_walk(s.fp_truncated)),
+            )
         };
         if captured {
             for addr in frames.iter().skip(1) {

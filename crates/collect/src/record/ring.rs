@@ -92,8 +92,9 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
                 ustack: stack(&s.ustack, s.ustack_len),
                 kstack_error: s.kstack_len < 0,
                 ustack_error: s.ustack_len < 0,
-                ustack_end: (s.stack_flags & STACK_USER_TRUNCATED != 0)
-                    .then_some(Truncation::BadFrame),
+                ustack_end: Some(Truncation::frame_pointer_walk(
+                    s.stack_flags & STACK_USER_TRUNCATED != 0,
+                )),
                 user_ip: s.user_ip,
                 user_sp: s.user_sp,
                 user_bp: s.user_bp,

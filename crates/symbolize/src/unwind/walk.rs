@@ -270,11 +270,7 @@ fn walk(
     fp_chain: &[u64],
 ) -> UnwoundStack {
     let top = regs.sp + stack.len() as u64;
-    // Reads of the current step: framehop ends a walk (Ok(None)) both where the tables say the
-    // stack ends (no read) and where it read a null return address (garbage, not an end).
-    let reads = std::cell::Cell::new(0u32);
     let mut read = |addr: u64| -> Result<u64, ()> {
-        reads.set(reads.get() + 1);
         let off = addr.checked_sub(regs.sp).ok_or(())? as usize;
         let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
         Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
@@ -289,7 +285,6 @@ fn walk(
         let last = *frames.last().unwrap_or(&regs.ip);
         // Return addresses point after the call: the call is one byte before.
         let last_code = address.address_for_lookup();
-        reads.set(0);
         let step = if pu.is_sigreturn(last, files) && frames.len() > 1 {
             // The handler returned here: the interrupted context is in the ucontext at sp.
             let sp = uregs.sp();
@@ -329,13 +324,23 @@ fn walk(
                 frames.push(a);
                 address = next;
             }
-            // The unwinder found the end of the stack: complete only where the tables say so
-            // (no read: the return address is undefined there, as at `_start` and `clone3`),
-            // below at least one caller (the entry calls on).
-            Ok(None) => match pu.coverage(last_code) {
-                Some(Coverage::Cfi) if reads.get() == 0 && frames.len() > 1 => break None,
-                _ => break Some(reason_at(pu, last_code, Truncation::BadFrame)),
-            },
+            // framehop ends a walk (Ok(None)) where the tables say the return address is
+            // undefined (`_start`, `clone3`), but also where a frame-pointer step meets rbp = 0
+            // or a null return address is read: garbage, not an end. Asked again with nothing
+            // readable and a non-null rbp, only the tables' end still ends: complete only there,
+            // above the leaf (the entry calls on).
+            Ok(None) => {
+                let mut probe = UnwindRegsX86_64::new(uregs.ip(), uregs.sp(), 1);
+                let proven = matches!(
+                    pu.unwinder
+                        .unwind_frame(address, &mut probe, cache, &mut |_| Err(())),
+                    Ok(None)
+                );
+                match pu.coverage(last_code) {
+                    Some(Coverage::Cfi) if proven && frames.len() > 1 => break None,
+                    _ => break Some(reason_at(pu, last_code, Truncation::BadFrame)),
+                }
+            }
             Err(UnwindError::CouldNotReadStack(addr)) if addr >= top => {
                 let why = if window_full {
                     Truncation::StackWindow
@@ -357,16 +362,24 @@ fn walk(
     UnwoundStack { frames, end }
 }
 
-/// Appends the frame-pointer walk's frames beyond the last unwound return address, where that
-/// address is in the walk (the walk's frames from there on are real frame-pointer frames).
+/// Appends the frame-pointer walk's frames beyond the last unwound address, where the walk has
+/// it (its frames from there on are real frame-pointer frames). Under recursion an address occurs
+/// several times: the k-th occurrence in the unwound frames is matched with the k-th in the walk.
 fn splice(pu: &ProcessUnwinder, frames: &mut Vec<u64>, fp_chain: &[u64]) {
-    let Some(&last) = frames.last().filter(|_| frames.len() > 1) else {
+    let Some(&last) = frames.last() else {
         return;
     };
-    let Some(k) = fp_chain.iter().skip(1).position(|a| *a == last) else {
+    let k = frames.iter().filter(|a| **a == last).count();
+    let Some(at) = fp_chain
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| **a == last)
+        .nth(k - 1)
+        .map(|(i, _)| i)
+    else {
         return;
     };
-    for &a in &fp_chain[k + 2..] {
+    for &a in &fp_chain[at + 1..] {
         if frames.len() >= MAX_USER_FRAMES || pu.coverage(a.wrapping_sub(1)).is_none() {
             break;
         }
