@@ -59,7 +59,8 @@ pub(crate) struct Process {
     misses: HashSet<u64>,
     /// Reading its maps failed at a re-capture: it exited.
     gone: bool,
-    /// Counts changes of `mappings` (an unwinder built from them is stale when it differs).
+    /// Changes with `mappings`, unique across processes and captures, so an unwinder built from
+    /// other mappings of the same pid (a re-capture) is never taken for current.
     generation: u64,
 }
 
@@ -131,7 +132,7 @@ impl Process {
             last_capture: Instant::now(),
             misses: HashSet::new(),
             gone: false,
-            generation: 0,
+            generation: next_generation(),
         }
     }
 
@@ -207,7 +208,7 @@ impl Process {
         new.extend(kept);
         new.sort_by_key(|m| m.start);
         self.mappings = new;
-        self.generation += 1;
+        self.generation = next_generation();
         true
     }
 
@@ -232,6 +233,11 @@ impl Process {
             }
         }
     }
+}
+
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 fn read_maps(pid: u32) -> Result<Vec<MapsLine>, SymbolizeError> {

@@ -337,7 +337,8 @@ fn unreadable_stack_is_read_fault() {
         u,
         UnwoundStack {
             frames: vec![s.regs.ip],
-            end: Some(Truncation::ReadFault)
+            end: Some(Truncation::ReadFault),
+            unmapped: None,
         }
     );
     let garbage = UserRegs { sp: 0x10, ..s.regs };
@@ -367,7 +368,8 @@ fn table_limit_stops_the_walk() {
         u,
         UnwoundStack {
             frames: vec![s.regs.ip],
-            end: Some(Truncation::TableLimit)
+            end: Some(Truncation::TableLimit),
+            unmapped: None,
         }
     );
     assert_eq!(sym.unwind_table_bytes(), 0);

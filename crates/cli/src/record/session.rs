@@ -287,12 +287,12 @@ impl<'a> Session<'a> {
         let unwound =
             self.symbolizer
                 .unwind(s.cur_pid, regs, &bytes, !s.ustack_bytes_short, &s.ustack);
-        // A walk that stopped early may have met code mapped since the last capture (dlopen):
-        // have the maps re-read (rate-limited) for the next samples.
-        if unwound.end.is_some() && self.captures.get(&s.cur_pid) == Some(&true) {
-            if let Some(last) = unwound.frames.last() {
+        // A walk that stopped at a return address outside the maps may have met code mapped
+        // since they were read (dlopen): have them re-read (rate-limited) for the next samples.
+        if let Some(addr) = unwound.unmapped {
+            if self.captures.get(&s.cur_pid) == Some(&true) {
                 self.symbolizer
-                    .ensure_mapped(s.cur_pid, last.saturating_sub(1));
+                    .ensure_mapped(s.cur_pid, addr.saturating_sub(1));
             }
         }
         s.ustack = unwound.frames;

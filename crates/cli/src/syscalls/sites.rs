@@ -64,11 +64,9 @@ impl Sites {
         }
         let captured = self.captures.get(&s.pid) == Some(&true);
         if captured {
-            // Code outside the captured maps (dlopen since): the maps are read again (at most so
-            // often per process), before the unwinder looks for the code's tables.
-            for addr in &s.fp_chain {
-                self.symbolizer.ensure_mapped(s.pid, *addr);
-            }
+            // The call's own code outside the captured maps (dlopen since): the maps are read
+            // again (at most so often per process) before the unwinder looks for its tables.
+            self.symbolizer.ensure_mapped(s.pid, s.ip);
         }
         let (frames, end) = if self.unwinding {
             let regs = UserRegs {
@@ -79,6 +77,10 @@ impl Sites {
             let unwound = self
                 .symbolizer
                 .unwind(s.pid, regs, &s.stack, s.window_full, &s.fp_chain);
+            // A caller outside the maps: read them again for the next calls.
+            if let Some(addr) = unwound.unmapped.filter(|_| captured) {
+                self.symbolizer.ensure_mapped(s.pid, addr.saturating_sub(1));
+            }
             (unwound.frames, unwound.end)
         } else {
             (
@@ -86,7 +88,7 @@ impl Sites {
                 Some(Truncation::frame_pointer_walk(s.fp_truncated)),
             )
         };
-        if captured {
+        if captured && !self.unwinding {
             for addr in frames.iter().skip(1) {
                 self.symbolizer.ensure_mapped(s.pid, addr.saturating_sub(1));
             }

@@ -55,11 +55,16 @@ impl FileTables {
         let section = |name: &str| -> Option<(Range<u64>, Bytes)> {
             let s = obj.section_by_name(name)?;
             let data = s.data().ok()?;
-            (!data.is_empty()).then(|| (s.address()..s.address() + s.size(), Arc::from(data)))
+            (!data.is_empty()).then(|| {
+                (
+                    s.address()..s.address().saturating_add(s.size()),
+                    Arc::from(data),
+                )
+            })
         };
         let range = |name: &str| {
             obj.section_by_name(name)
-                .map(|s| s.address()..s.address() + s.size())
+                .map(|s| s.address()..s.address().saturating_add(s.size()))
         };
         let segments = obj
             .segments()
@@ -71,7 +76,12 @@ impl FileTables {
         let mut t = FileTables {
             eh_frame: section(".eh_frame"),
             eh_frame_hdr: section(".eh_frame_hdr"),
-            debug_frame: section(".debug_frame").map(|(_, b)| b),
+            // Unlike .eh_frame, .debug_frame may be compressed (SHF_COMPRESSED).
+            debug_frame: obj
+                .section_by_name(".debug_frame")
+                .and_then(|s| s.uncompressed_data().ok())
+                .filter(|d| !d.is_empty())
+                .map(|d| Arc::from(&*d)),
             text_svma: range(".text"),
             got_svma: range(".got"),
             segments,
@@ -133,8 +143,8 @@ impl FileTables {
         let (off, _, vaddr) = self
             .segments
             .iter()
-            .filter(|(off, size, _)| *off < end && off + size > offset)
-            .max_by_key(|(off, size, _)| (off + size).min(end) - (*off).max(offset))?;
+            .filter(|(off, size, _)| *off < end && off.saturating_add(*size) > offset)
+            .max_by_key(|(off, size, _)| off.saturating_add(*size).min(end) - (*off).max(offset))?;
         // The mapping's start is `off - offset` bytes before the segment's (or after it).
         Some(vaddr.wrapping_sub(off.wrapping_sub(offset)))
     }

@@ -31,6 +31,9 @@ pub struct UserRegs {
 pub struct UnwoundStack {
     pub frames: Vec<u64>,
     pub end: Option<Truncation>,
+    /// The return address outside every captured mapping where the walk stopped: code mapped
+    /// since the maps were read (dlopen), or garbage; worth a re-read of the maps.
+    pub unmapped: Option<u64>,
 }
 
 /// A file's tables, as far as they could be had.
@@ -60,8 +63,8 @@ struct ProcessUnwinder {
     /// The tables of each mapping with tables and the bias from its addresses to the tables'
     /// (linked) addresses, by start.
     tables: Vec<(Range<u64>, Arc<FileTables>, u64)>,
-    /// The file and file offset of each file mapping's start (to read code), by start.
-    code: Vec<(u64, FileId, u64)>,
+    /// Each file mapping (to read code): its range, file and the file offset of its start.
+    code: Vec<(Range<u64>, FileId, u64)>,
     /// Addresses found to be (or not to be) the signal return trampoline.
     sigreturn: std::cell::RefCell<HashMap<u64, bool>>,
 }
@@ -72,20 +75,24 @@ impl ProcessUnwinder {
         if let Some(known) = self.sigreturn.borrow().get(&addr) {
             return *known;
         }
-        let i = self.code.partition_point(|(start, _, _)| *start <= addr);
+        let i = self.code.partition_point(|(r, _, _)| r.start <= addr);
         let found = i
             .checked_sub(1)
             .and_then(|i| self.code.get(i))
-            .filter(|_| self.coverage(addr).is_some())
-            .and_then(|(start, id, offset)| {
+            .filter(|(r, _, _)| r.contains(&addr))
+            .and_then(|(r, id, offset)| {
                 let file = files.get(*id).file()?;
                 let mut code = [0u8; SIGRETURN.len()];
-                std::os::unix::fs::FileExt::read_exact_at(file, &mut code, offset + (addr - start))
-                    .ok()?;
+                let at = offset.checked_add(addr - r.start)?;
+                std::os::unix::fs::FileExt::read_exact_at(file, &mut code, at).ok()?;
                 Some(code == SIGRETURN)
             })
             .unwrap_or(false);
-        self.sigreturn.borrow_mut().insert(addr, found);
+        let mut known = self.sigreturn.borrow_mut();
+        if known.len() >= SIGRETURN_CACHE {
+            known.clear();
+        }
+        known.insert(addr, found);
         found
     }
 
@@ -111,6 +118,8 @@ pub(crate) struct Unwinding {
     limit_bytes: usize,
     processes: HashMap<u32, ProcessUnwinder>,
     cache: CacheX86_64,
+    /// Modules added since `cache` was made (see MODULES_PER_CACHE).
+    modules_added: usize,
 }
 
 impl Unwinding {
@@ -121,6 +130,7 @@ impl Unwinding {
             limit_bytes,
             processes: HashMap::new(),
             cache: CacheX86_64::new(),
+            modules_added: 0,
         }
     }
 
@@ -141,10 +151,8 @@ impl Unwinding {
             }
             _ => Tables::Missing,
         };
-        // A file over the limit is tried again later: another file may have been dropped.
-        if !matches!(t, Tables::OverLimit) {
-            self.tables.insert(id, t.clone());
-        }
+        // Tables are never dropped while recording: a file over the limit stays over it.
+        self.tables.insert(id, t.clone());
         t
     }
 
@@ -155,7 +163,7 @@ impl Unwinding {
         let mut code = Vec::new();
         for m in process.mappings() {
             if let Target::File(id) = m.target {
-                code.push((m.start, id, m.offset));
+                code.push((m.start..m.end, id, m.offset));
             }
             let coverage = match m.target {
                 Target::File(id) => match self.tables(id, files) {
@@ -213,12 +221,14 @@ impl Unwinding {
             return UnwoundStack {
                 frames: vec![regs.ip],
                 end: Some(Truncation::TablesMissing),
+                unmapped: None,
             };
         };
         if stack.len() < 8 {
             return UnwoundStack {
                 frames: vec![regs.ip],
                 end: Some(Truncation::ReadFault),
+                unmapped: None,
             };
         }
         let stale = self
@@ -226,6 +236,12 @@ impl Unwinding {
             .get(&pid)
             .is_none_or(|p| p.generation != process.generation());
         if stale {
+            if self.modules_added + process.mappings().len() > MODULES_PER_CACHE {
+                self.cache = CacheX86_64::new();
+                self.processes.clear();
+                self.modules_added = 0;
+            }
+            self.modules_added += process.mappings().len();
             let built = self.build(process, files);
             self.processes.insert(pid, built);
         }
@@ -259,6 +275,12 @@ const SIGRETURN: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05
 const UC_RBP: u64 = 40 + 10 * 8;
 const UC_RSP: u64 = 40 + 15 * 8;
 const UC_RIP: u64 = 40 + 16 * 8;
+/// Return addresses remembered per process as (not) the trampoline before the memory is dropped.
+const SIGRETURN_CACHE: usize = 1 << 16;
+/// framehop's rule cache is keyed by a global 16-bit count of modules added: well before it
+/// wraps, the cache is replaced and every unwinder rebuilt (a wrapped count could hit another
+/// process's rules).
+const MODULES_PER_CACHE: usize = 30_000;
 
 fn walk(
     pu: &ProcessUnwinder,
@@ -269,7 +291,7 @@ fn walk(
     window_full: bool,
     fp_chain: &[u64],
 ) -> UnwoundStack {
-    let top = regs.sp + stack.len() as u64;
+    let top = regs.sp.saturating_add(stack.len() as u64);
     let mut read = |addr: u64| -> Result<u64, ()> {
         let off = addr.checked_sub(regs.sp).ok_or(())? as usize;
         let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
@@ -281,14 +303,20 @@ fn walk(
     // A frame of code no table entry covers was unwound by framehop's frame-pointer fallback:
     // the stack may still end well, but it is not proven whole.
     let mut guessed = false;
+    let mut unmapped = None;
     let end = loop {
         let last = *frames.last().unwrap_or(&regs.ip);
         // Return addresses point after the call: the call is one byte before.
         let last_code = address.address_for_lookup();
-        let step = if pu.is_sigreturn(last, files) && frames.len() > 1 {
+        let step = if frames.len() > 1 && pu.is_sigreturn(last, files) {
             // The handler returned here: the interrupted context is in the ucontext at sp.
             let sp = uregs.sp();
-            match (read(sp + UC_RIP), read(sp + UC_RSP), read(sp + UC_RBP)) {
+            let at = |off: u64| sp.checked_add(off).ok_or(());
+            match (
+                at(UC_RIP).and_then(&mut read),
+                at(UC_RSP).and_then(&mut read),
+                at(UC_RBP).and_then(&mut read),
+            ) {
                 (Ok(ip), Ok(rsp), Ok(rbp)) => {
                     uregs = UnwindRegsX86_64::new(ip, rsp, rbp);
                     if pu.coverage(ip).is_none() {
@@ -302,7 +330,7 @@ fn walk(
                     address = FrameAddress::from_instruction_pointer(ip);
                     continue;
                 }
-                _ => Err(UnwindError::CouldNotReadStack(sp + UC_RIP)),
+                _ => Err(UnwindError::CouldNotReadStack(sp.saturating_add(UC_RIP))),
             }
         } else {
             guessed |= !pu.proven(last_code);
@@ -316,6 +344,7 @@ fn walk(
                 };
                 if pu.coverage(next.address_for_lookup()).is_none() {
                     // Data read as a return address, or code nobody mapped.
+                    unmapped = Some(a);
                     break Some(reason_at(pu, last_code, Truncation::BadFrame));
                 }
                 if frames.len() >= MAX_USER_FRAMES {
@@ -359,7 +388,11 @@ fn walk(
         None if guessed => Some(Truncation::NoUnwindInfo),
         end => end,
     };
-    UnwoundStack { frames, end }
+    UnwoundStack {
+        frames,
+        end,
+        unmapped,
+    }
 }
 
 /// Appends the frame-pointer walk's frames beyond the last unwound address, where the walk has
