@@ -149,8 +149,19 @@ impl Symbolizer {
     /// `pid` still lives, re-capture (code mapped later: dlopen, JIT). Cheap when the address is
     /// mapped; re-captures are rate-limited per process.
     pub fn ensure_mapped(&mut self, pid: u32, addr: u64) {
+        self.ensure_mapped_as(pid, addr, false);
+    }
+
+    /// [`Symbolizer::ensure_mapped`] for an address known to be code (a sampled instruction
+    /// pointer, a return address found by unwinding): the maps are re-read at once, not at most
+    /// every 20 ms, unless its page stayed unmapped after a re-read before.
+    pub fn ensure_code_mapped(&mut self, pid: u32, addr: u64) {
+        self.ensure_mapped_as(pid, addr, true);
+    }
+
+    fn ensure_mapped_as(&mut self, pid: u32, addr: u64, code: bool) {
         match self.processes.get_mut(&pid) {
-            Some(p) => p.ensure_mapped(pid, addr, &mut self.files, &mut self.warnings),
+            Some(p) => p.ensure_mapped(pid, addr, &mut self.files, &mut self.warnings, code),
             None => {
                 if !self.failed.contains_key(&pid) {
                     // The error is kept in `failed` and returned by `capture_process`.

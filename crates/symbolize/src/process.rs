@@ -15,7 +15,11 @@ use crate::perf_map::PerfMap;
 use crate::Warnings;
 
 /// Do not re-read a process's maps more often than this because of unmapped addresses (stacks
-/// walked through garbage frame pointers would otherwise trigger a re-read per sample).
+/// walked through garbage frame pointers would otherwise trigger a re-read per sample), unless the
+/// address is known to be code (a sampled ip, a return address the unwinder found): a process
+/// captured at its exec, before the loader mapped its libraries, would otherwise have their code
+/// unknown to the unwinder for this long. A page that stays unmapped after a re-read is not
+/// tried again.
 const RECAPTURE_INTERVAL: Duration = Duration::from_millis(20);
 
 /// What an executable mapping maps.
@@ -161,12 +165,14 @@ impl Process {
         addr: u64,
         files: &mut FileCache,
         warnings: &mut Warnings,
+        code: bool,
     ) {
         if self.gone || self.find(addr).is_some() {
             return;
         }
         let page = addr >> 12;
-        if self.misses.contains(&page) || self.last_capture.elapsed() < RECAPTURE_INTERVAL {
+        let recent = self.last_capture.elapsed() < RECAPTURE_INTERVAL;
+        if self.misses.contains(&page) || (recent && !code) {
             return;
         }
         let OpenVia::Process(_) = self.via else {

@@ -267,7 +267,12 @@ impl<'a> Session<'a> {
         };
         if captured {
             for addr in ustack {
-                self.symbolizer.ensure_mapped(pid, *addr);
+                if self.unwinding {
+                    // The sampled ip: code for sure.
+                    self.symbolizer.ensure_code_mapped(pid, *addr);
+                } else {
+                    self.symbolizer.ensure_mapped(pid, *addr);
+                }
             }
         } else {
             self.rec.maps_missing += 1;
@@ -292,7 +297,7 @@ impl<'a> Session<'a> {
         if let Some(addr) = unwound.unmapped {
             if self.captures.get(&s.cur_pid) == Some(&true) {
                 self.symbolizer
-                    .ensure_mapped(s.cur_pid, addr.saturating_sub(1));
+                    .ensure_code_mapped(s.cur_pid, addr.saturating_sub(1));
             }
         }
         s.ustack = unwound.frames;

@@ -66,7 +66,7 @@ impl Sites {
         if captured {
             // The call's own code outside the captured maps (dlopen since): the maps are read
             // again (at most so often per process) before the unwinder looks for its tables.
-            self.symbolizer.ensure_mapped(s.pid, s.ip);
+            self.symbolizer.ensure_code_mapped(s.pid, s.ip);
         }
         let (frames, end) = if self.unwinding {
             let regs = UserRegs {
@@ -79,7 +79,8 @@ impl Sites {
                 .unwind(s.pid, regs, &s.stack, s.window_full, &s.fp_chain);
             // A caller outside the maps: read them again for the next calls.
             if let Some(addr) = unwound.unmapped.filter(|_| captured) {
-                self.symbolizer.ensure_mapped(s.pid, addr.saturating_sub(1));
+                self.symbolizer
+                    .ensure_code_mapped(s.pid, addr.saturating_sub(1));
             }
             (unwound.frames, unwound.end)
         } else {

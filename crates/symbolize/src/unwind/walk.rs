@@ -118,6 +118,10 @@ pub(crate) struct Unwinding {
     limit_bytes: usize,
     processes: HashMap<u32, ProcessUnwinder>,
     cache: CacheX86_64,
+    /// For the question whether a walk really ended (see `walk`): framehop caches the rule it
+    /// falls back to when a rule cannot be evaluated, and that question reads nothing, so its
+    /// answers must not reach the cache of real walks.
+    probe_cache: CacheX86_64,
     /// Modules added since `cache` was made (see MODULES_PER_CACHE).
     modules_added: usize,
 }
@@ -130,6 +134,7 @@ impl Unwinding {
             limit_bytes,
             processes: HashMap::new(),
             cache: CacheX86_64::new(),
+            probe_cache: CacheX86_64::new(),
             modules_added: 0,
         }
     }
@@ -238,6 +243,7 @@ impl Unwinding {
         if stale {
             if self.modules_added + process.mappings().len() > MODULES_PER_CACHE {
                 self.cache = CacheX86_64::new();
+                self.probe_cache = CacheX86_64::new();
                 self.processes.clear();
                 self.modules_added = 0;
             }
@@ -246,10 +252,22 @@ impl Unwinding {
             self.processes.insert(pid, built);
         }
         let Unwinding {
-            processes, cache, ..
+            processes,
+            cache,
+            probe_cache,
+            ..
         } = self;
         let pu = &processes[&pid];
-        walk(pu, cache, files, regs, stack, window_full, fp_chain)
+        walk(
+            pu,
+            cache,
+            probe_cache,
+            files,
+            regs,
+            stack,
+            window_full,
+            fp_chain,
+        )
     }
 }
 
@@ -282,9 +300,11 @@ const SIGRETURN_CACHE: usize = 1 << 16;
 /// process's rules).
 const MODULES_PER_CACHE: usize = 30_000;
 
+#[allow(clippy::too_many_arguments)]
 fn walk(
     pu: &ProcessUnwinder,
     cache: &mut CacheX86_64,
+    probe_cache: &mut CacheX86_64,
     files: &FileCache,
     regs: UserRegs,
     stack: &[u8],
@@ -362,7 +382,7 @@ fn walk(
                 let mut probe = UnwindRegsX86_64::new(uregs.ip(), uregs.sp(), 1);
                 let proven = matches!(
                     pu.unwinder
-                        .unwind_frame(address, &mut probe, cache, &mut |_| Err(())),
+                        .unwind_frame(address, &mut probe, probe_cache, &mut |_| Err(())),
                     Ok(None)
                 );
                 match pu.coverage(last_code) {
