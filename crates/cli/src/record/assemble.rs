@@ -54,7 +54,9 @@ fn user_part<'a>(s: &'a RawStack, sym: &Symbolizer) -> (&'a [u64], Option<Trunca
         .find(|(i, a)| sym.is_executable(s.user_pid, lookup_addr(*i, **a)) == Some(false))
         .map(|(i, _)| i);
     match cut {
-        Some(i) => (&s.ustack[..i], Some(s.end.unwrap_or(Truncation::BadFrame))),
+        Some(i) => (&s.ustack[..i], Some(Truncation::BadFrame)),
+        // No user part (interrupt work, kernel threads): nothing to be truncated.
+        None if s.ustack.is_empty() => (&s.ustack, None),
         None => (&s.ustack, s.end),
     }
 }
