@@ -79,16 +79,20 @@ fn us(ns: Option<f64>) -> String {
 }
 
 impl SampleCosts {
-    /// One line for the end-of-run summary.
-    pub fn render(&self) -> String {
+    /// One line for the end-of-run summary. `sampler_mean_ns`: the sampling program's mean run
+    /// time from the kernel's BPF statistics (its ring-buffer output included), when measured.
+    pub fn render(&self, sampler_mean_ns: Option<f64>) -> String {
         let mut out = String::new();
         let _ = write!(
             out,
-            "per sample: kernel side {} µs median / {} µs p99 ({} samples)",
+            "per sample: kernel side {} µs median / {} µs p99 ({} samples; up to the ring output)",
             us(self.build.quantile(0.5)),
             us(self.build.quantile(0.99)),
             self.build.len()
         );
+        if let Some(mean) = sampler_mean_ns {
+            let _ = write!(out, ", {} µs mean by BPF stats", us(Some(mean)));
+        }
         if self.unwind.len() > 0 {
             let _ = write!(
                 out,

@@ -232,7 +232,13 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         opts.summary_rows,
         &exit_note,
     );
-    text.push_str(&recorded.costs.render());
+    // The sampling program's mean run time by the kernel's BPF statistics (ring output included).
+    let sampler_mean_ns = frame
+        .progs
+        .iter()
+        .find(|p| p.name == "on_sample" && p.run_cnt > 0)
+        .map(|p| p.run_ns as f64 / p.run_cnt as f64);
+    text.push_str(&recorded.costs.render(sampler_mean_ns));
     crate::stdout::write(text.as_bytes()).context("writing the summary")?;
     Ok(ended.map_or(0, Ended::exit_code))
 }
