@@ -211,7 +211,9 @@ impl Unwinding {
         self.processes.remove(&pid);
     }
 
-    /// Unwinds one stack of `pid` (see `Symbolizer::unwind`).
+    /// Unwinds one stack of `pid` (see `Symbolizer::unwind`, whose arguments these are, with
+    /// the symbolizer's process and files).
+    #[allow(clippy::too_many_arguments)]
     pub fn unwind(
         &mut self,
         pid: u32,
