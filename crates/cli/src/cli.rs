@@ -193,9 +193,10 @@ pub struct RecordArgs {
     /// Do not have the kernel time pkprof's BPF programs (their run time is then not in the profile).
     #[arg(long)]
     no_bpf_stats: bool,
-    /// Ring buffer for samples, MiB (rounded up to a power of two).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    ring_mib: u32,
+    /// Ring buffer for samples, MiB (rounded up to a power of two). Default: a quarter second of
+    /// samples at the rate and --stack-bytes, 8 to 256 MiB.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    ring_mib: Option<u32>,
     /// Bytes of user stack copied per sample to unwind it from the binaries' unwind tables
     /// (a multiple of 8; 0: frame pointers only). Deeper frames come from frame pointers where valid.
     #[arg(long, default_value_t = pkprof_collect::record::DEFAULT_STACK_BYTES, value_parser = parse_stack_bytes)]

@@ -75,7 +75,14 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         tag_expire_ns: opts.tag_expire.as_nanos() as u64,
         record: Some(RecordConfig {
             frequency_hz: opts.frequency_hz,
-            ring_bytes: opts.ring_mib.next_power_of_two() << 20,
+            ring_bytes: options::ring_bytes(
+                opts.ring_mib,
+                opts.frequency_hz,
+                // Every online CPU is sampled, whatever pkprof's own affinity.
+                // SAFETY: sysconf reads a system constant.
+                unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64,
+                opts.stack_bytes,
+            ),
             follow_children: matches!(opts.target, Target::Command(_)),
             max_targets: opts.max_targets,
             probes: opts.probes.clone(),

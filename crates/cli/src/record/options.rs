@@ -39,14 +39,28 @@ pub struct RecordOptions {
     pub max_targets: u32,
     pub max_tags: u32,
     pub tag_expire: Duration,
-    /// Ring buffer size in MiB.
-    pub ring_mib: u32,
+    /// Ring buffer size in MiB (None: sized by `ring_bytes`).
+    pub ring_mib: Option<u32>,
     /// User stack bytes copied per sample for unwinding (0: frame pointers only).
     pub stack_bytes: u32,
     /// Memory for unwind tables, MiB.
     pub unwind_memory_mib: u32,
     /// Entries in the end-of-run summary.
     pub summary_rows: usize,
+}
+
+/// Bytes of the sample ring buffer: `ring_mib` when given, else room for a quarter second of
+/// samples at the rate (each up to a record plus `stack_bytes`), so that the reader, which polls
+/// every 50 ms, keeps up without losses; between 8 and 256 MiB; a power of two.
+pub fn ring_bytes(ring_mib: Option<u32>, frequency_hz: u64, cpus: u64, stack_bytes: u32) -> u32 {
+    const RECORD: u64 = 2304; // struct pkprof_sample, rounded up
+    let bytes = match ring_mib {
+        Some(mib) => u64::from(mib) << 20,
+        None => {
+            (frequency_hz * cpus * (RECORD + u64::from(stack_bytes)) / 4).clamp(8 << 20, 256 << 20)
+        }
+    };
+    bytes.next_power_of_two().min(1 << 30) as u32
 }
 
 /// Parses `FUNC@BINARY`.
@@ -66,6 +80,16 @@ pub fn parse_probe(spec: &str) -> Result<FuncProbe, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ring_holds_a_quarter_second_of_samples() {
+        // 99 Hz on 2 CPUs with 16 KiB stacks: 0.9 MB a quarter second, so the 8 MiB floor.
+        assert_eq!(ring_bytes(None, 99, 2, 16384), 8 << 20);
+        // 9999 Hz on 2 CPUs: 93 MB a quarter second -> 128 MiB.
+        assert_eq!(ring_bytes(None, 9999, 2, 16384), 128 << 20);
+        assert_eq!(ring_bytes(None, 100_000, 64, 65536), 256 << 20);
+        assert_eq!(ring_bytes(Some(3), 9999, 2, 16384), 4 << 20);
+    }
 
     #[test]
     fn probes() {
