@@ -55,16 +55,21 @@ enum Coverage {
     OverLimit,
 }
 
+/// One executable mapping of a process, as the walk needs it.
+struct MappedCode {
+    range: Range<u64>,
+    coverage: Coverage,
+    /// File mappings: the file and the file offset of `range.start` (to read code).
+    file: Option<(FileId, u64)>,
+    /// Mappings with tables: them, and the bias from addresses to the tables' (linked) ones.
+    tables: Option<(Arc<FileTables>, u64)>,
+}
+
 struct ProcessUnwinder {
     generation: u64,
     unwinder: UnwinderX86_64<Bytes>,
-    /// Executable mappings and how their code is covered, sorted by start.
-    ranges: Vec<(Range<u64>, Coverage)>,
-    /// The tables of each mapping with tables and the bias from its addresses to the tables'
-    /// (linked) addresses, by start.
-    tables: Vec<(Range<u64>, Arc<FileTables>, u64)>,
-    /// Each file mapping (to read code): its range, file and the file offset of its start.
-    code: Vec<(Range<u64>, FileId, u64)>,
+    /// The executable mappings, sorted by start.
+    mappings: Vec<MappedCode>,
     /// Addresses found to be (or not to be) the signal return trampoline.
     sigreturn: std::cell::RefCell<HashMap<u64, bool>>,
 }
@@ -75,15 +80,13 @@ impl ProcessUnwinder {
         if let Some(known) = self.sigreturn.borrow().get(&addr) {
             return *known;
         }
-        let i = self.code.partition_point(|(r, _, _)| r.start <= addr);
-        let found = i
-            .checked_sub(1)
-            .and_then(|i| self.code.get(i))
-            .filter(|(r, _, _)| r.contains(&addr))
-            .and_then(|(r, id, offset)| {
-                let file = files.get(*id).file()?;
+        let found = self
+            .find(addr)
+            .and_then(|m| Some((m.range.start, m.file?)))
+            .and_then(|(start, (id, offset))| {
+                let file = files.get(id).file()?;
                 let mut code = [0u8; SIGRETURN.len()];
-                let at = offset.checked_add(addr - r.start)?;
+                let at = offset.checked_add(addr - start)?;
                 std::os::unix::fs::FileExt::read_exact_at(file, &mut code, at).ok()?;
                 Some(code == SIGRETURN)
             })
@@ -98,16 +101,20 @@ impl ProcessUnwinder {
 
     /// Whether an entry of the unwind tables covers the code at `addr` (see FileTables::covered).
     fn proven(&self, addr: u64) -> bool {
-        let i = self.tables.partition_point(|(r, _, _)| r.start <= addr);
-        i.checked_sub(1)
-            .and_then(|i| self.tables.get(i))
-            .is_some_and(|(r, t, bias)| r.contains(&addr) && t.covers(addr.wrapping_sub(*bias)))
+        self.find(addr)
+            .and_then(|m| m.tables.as_ref())
+            .is_some_and(|(t, bias)| t.covers(addr.wrapping_sub(*bias)))
     }
 
     fn coverage(&self, addr: u64) -> Option<Coverage> {
-        let i = self.ranges.partition_point(|(r, _)| r.start <= addr);
-        let (r, c) = self.ranges.get(i.checked_sub(1)?)?;
-        r.contains(&addr).then_some(*c)
+        self.find(addr).map(|m| m.coverage)
+    }
+
+    /// The mapping holding `addr`.
+    fn find(&self, addr: u64) -> Option<&MappedCode> {
+        let i = self.mappings.partition_point(|m| m.range.start <= addr);
+        let m = self.mappings.get(i.checked_sub(1)?)?;
+        m.range.contains(&addr).then_some(m)
     }
 }
 
@@ -163,13 +170,9 @@ impl Unwinding {
 
     fn build(&mut self, process: &Process, files: &FileCache) -> ProcessUnwinder {
         let mut unwinder = UnwinderX86_64::new();
-        let mut ranges = Vec::new();
-        let mut with_tables = Vec::new();
-        let mut code = Vec::new();
+        let mut mappings = Vec::new();
         for m in process.mappings() {
-            if let Target::File(id) = m.target {
-                code.push((m.start..m.end, id, m.offset));
-            }
+            let mut tables = None;
             let coverage = match m.target {
                 Target::File(id) => match self.tables(id, files) {
                     Tables::Loaded(t) => match t
@@ -184,7 +187,7 @@ impl Unwinding {
                                 bias,
                                 t.section_info(),
                             ));
-                            with_tables.push((m.start..m.end, t.clone(), bias));
+                            tables = Some((t.clone(), bias));
                             Coverage::Cfi
                         }
                         None => Coverage::NoCfi,
@@ -194,14 +197,20 @@ impl Unwinding {
                 },
                 Target::Anon | Target::Special => Coverage::NoCfi,
             };
-            ranges.push((m.start..m.end, coverage));
+            mappings.push(MappedCode {
+                range: m.start..m.end,
+                coverage,
+                file: match m.target {
+                    Target::File(id) => Some((id, m.offset)),
+                    Target::Anon | Target::Special => None,
+                },
+                tables,
+            });
         }
         ProcessUnwinder {
             generation: process.generation(),
             unwinder,
-            ranges,
-            tables: with_tables,
-            code,
+            mappings,
             sigreturn: Default::default(),
         }
     }
