@@ -21,6 +21,10 @@ use pkprof_multicall::{Call, MultiCall, Options};
 
 type Unit = Box<dyn FnMut() -> u64>;
 
+/// SQPOLL threads sleep this soon after their mode's units, so they do not burn a CPU while the
+/// other modes are measured.
+const SQPOLL_IDLE_MS: u32 = 2;
+
 struct Mode {
     name: String,
     run: Unit,
@@ -121,10 +125,14 @@ fn measure(title: &str, unit: &str, mut modes: Vec<Mode>, args: &Args, iters: us
     }
     // [mode][round] = (wall ns/unit, cpu ns/unit, crossings/unit)
     let mut res = vec![Vec::new(); n];
+    let mut sqpoll = vec![Vec::new(); n];
     for r in 0..args.rounds {
         for k in 0..n {
             let i = (r + k) % n;
             let m = &mut modes[i];
+            // Let SQPOLL threads of earlier modes fall asleep before measuring.
+            std::thread::sleep(Duration::from_millis(u64::from(SQPOLL_IDLE_MS) * 3));
+            let sq0 = MultiCall::sqpoll_cpu().unwrap_or_default();
             let (c0, t0) = (cpu_now(), Instant::now());
             let mut crossings = 0;
             for _ in 0..iters {
@@ -132,7 +140,9 @@ fn measure(title: &str, unit: &str, mut modes: Vec<Mode>, args: &Args, iters: us
             }
             let wall = t0.elapsed().as_nanos() as f64 / iters as f64;
             let cpu = (cpu_now() - c0).as_nanos() as f64 / iters as f64;
+            let sq = (MultiCall::sqpoll_cpu().unwrap_or_default() - sq0).as_nanos() as f64;
             res[i].push((wall, cpu, crossings as f64 / iters as f64));
+            sqpoll[i].push(sq / iters as f64);
         }
     }
     if args.only.is_some() {
@@ -144,11 +154,12 @@ fn measure(title: &str, unit: &str, mut modes: Vec<Mode>, args: &Args, iters: us
         args.rounds, modes[0].name
     );
     println!(
-        "   {:<28} {:>11} {:>11} {:>10} {:>22} {:>22}",
+        "   {:<34} {:>11} {:>11} {:>10} {:>22} {:>22}",
         "mode", "wall ns", "cpu ns", "crossings", "wall saving", "cpu saving"
     );
     for i in 0..n {
         let med = |f: fn(&(f64, f64, f64)) -> f64| median(res[i].iter().map(f).collect());
+        let sq = median(sqpoll[i].clone());
         let saving = |f: fn(&(f64, f64, f64)) -> f64| {
             let v: Vec<f64> = (0..args.rounds)
                 .map(|r| 100.0 * (f(&res[0][r]) - f(&res[i][r])) / f(&res[0][r]))
@@ -161,13 +172,26 @@ fn measure(title: &str, unit: &str, mut modes: Vec<Mode>, args: &Args, iters: us
             )
         };
         println!(
-            "   {:<28} {:>11.0} {:>11.0} {:>10.2} {:>22} {:>22}",
+            "   {:<34} {:>11.0} {:>11.0} {:>10.2} {:>22} {:>22}{}",
             modes[i].name,
             med(|x| x.0),
             med(|x| x.1),
             med(|x| x.2),
-            if i == 0 { String::new() } else { saving(|x| x.0) },
-            if i == 0 { String::new() } else { saving(|x| x.1) },
+            if i == 0 {
+                String::new()
+            } else {
+                saving(|x| x.0)
+            },
+            if i == 0 {
+                String::new()
+            } else {
+                saving(|x| x.1)
+            },
+            if sq > 0.0 {
+                format!("  (SQPOLL thread: {sq:.0} ns of the cpu)")
+            } else {
+                String::new()
+            },
         );
         // Machine-readable line for bench/multicall.sh.
         eprintln!(
@@ -194,12 +218,6 @@ fn measure(title: &str, unit: &str, mut modes: Vec<Mode>, args: &Args, iters: us
                         .collect(),
                 )
             },
-        );
-    }
-    if let Some(cpu) = MultiCall::sqpoll_cpu() {
-        println!(
-            "   SQPOLL threads' CPU over the whole run: {:.3} s (included in the cpu column)",
-            cpu.as_secs_f64()
         );
     }
 }
@@ -260,7 +278,8 @@ fn files(args: &Args) {
             for _ in 0..k {
                 let name = next(&mut pos);
                 // SAFETY: plain system calls on our own buffer and a NUL-terminated name.
-                let fd = unsafe { libc::openat(dfd, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+                let fd =
+                    unsafe { libc::openat(dfd, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
                 check(fd as isize, "openat");
                 let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
                 assert_eq!(n as i64, want);
@@ -278,7 +297,8 @@ fn files(args: &Args) {
                 // SAFETY: as above; stx is ours.
                 let mut stx: libc::statx = unsafe { std::mem::zeroed() };
                 unsafe { libc::statx(dfd, name.as_ptr(), 0, libc::STATX_BASIC_STATS, &mut stx) };
-                let fd = unsafe { libc::openat(dfd, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+                let fd =
+                    unsafe { libc::openat(dfd, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
                 check(fd as isize, "openat");
                 let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
                 assert_eq!(n as i64, want);
@@ -297,7 +317,8 @@ fn files(args: &Args) {
             let e0 = mc.enters();
             for _ in 0..k {
                 let name = next(&mut pos);
-                let mut open = [Call::openat(dfd, name, libc::O_RDONLY | libc::O_CLOEXEC, 0).checked()];
+                let mut open =
+                    [Call::openat(dfd, name, libc::O_RDONLY | libc::O_CLOEXEC, 0).checked()];
                 mc.run(&mut open).unwrap();
                 let fd = open[0].result().unwrap() as RawFd;
                 let mut rest = [Call::read(fd, &mut buf), Call::close(fd)];
@@ -339,33 +360,34 @@ fn files(args: &Args) {
             mc.enters() - e0
         }
     };
-    if k % args.batch != 0 {
-        fail("internal: batch");
-    }
     let e = 3 * k as u32;
     let modes = vec![
         mode("plain openat+read+close", plain),
         mode("plain statx+openat+read+close", plain_stat),
         mode("multicall, fd handed back (2/file)", handoff_by_fd),
-        mode("multicall 1 file/crossing", chains(Options::new(4), false, 1)),
+        mode(
+            "multicall 1 file/crossing",
+            chains(Options::new(4), false, 1),
+        ),
         mode(
             format!("multicall {k} files/crossing"),
             chains(Options::new(e), false, k),
         ),
+        mode("  + RESOLVE_CACHED", chains(Options::new(e), true, k)),
         mode(
-            format!("  + RESOLVE_CACHED"),
-            chains(Options::new(e), true, k),
-        ),
-        mode(
-            format!("  + no registered ring fd"),
+            "  + no registered ring fd",
             chains(Options::new(e).register_ring_fd(false), true, k),
         ),
         mode(
-            format!("  + SQPOLL"),
-            chains(Options::new(e).sqpoll(Some(1000)), true, k),
+            "  + SQPOLL",
+            chains(Options::new(e).sqpoll(Some(SQPOLL_IDLE_MS)), true, k),
         ),
     ];
-    let iters = if args.iters > 0 { args.iters } else { (2000 / k).max(1) };
+    let iters = if args.iters > 0 {
+        args.iters
+    } else {
+        (2000 / k).max(1)
+    };
     measure(
         &format!("files: {nfiles} files of {} B, page cache warm", args.size),
         &format!("{k} files"),
@@ -397,7 +419,12 @@ fn sock_pairs(n: usize, tcp: bool) -> Vec<(OwnedFd, OwnedFd)> {
                 // SAFETY: fds has room for two descriptors.
                 check(
                     unsafe {
-                        libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())
+                        libc::socketpair(
+                            libc::AF_UNIX,
+                            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                            0,
+                            fds.as_mut_ptr(),
+                        )
                     } as isize,
                     "socketpair",
                 );
@@ -412,7 +439,8 @@ const REQ: usize = 64;
 
 fn sock(args: &Args) {
     let k = args.batch;
-    let pairs: &'static [(OwnedFd, OwnedFd)] = Box::leak(sock_pairs(k, args.tcp).into_boxed_slice());
+    let pairs: &'static [(OwnedFd, OwnedFd)] =
+        Box::leak(sock_pairs(k, args.tcp).into_boxed_slice());
     let client = |fds: &[(OwnedFd, OwnedFd)]| {
         let req = [7u8; REQ];
         for (c, _) in fds {
@@ -425,7 +453,14 @@ fn sock(args: &Args) {
         let mut rep = [0u8; REQ];
         for (c, _) in fds {
             // SAFETY: plain read into our buffer (MSG_WAITALL: the whole reply).
-            let n = unsafe { libc::recv(c.as_raw_fd(), rep.as_mut_ptr().cast(), REQ, libc::MSG_WAITALL) };
+            let n = unsafe {
+                libc::recv(
+                    c.as_raw_fd(),
+                    rep.as_mut_ptr().cast(),
+                    REQ,
+                    libc::MSG_WAITALL,
+                )
+            };
             assert_eq!(n, REQ as isize);
         }
     };
@@ -483,7 +518,11 @@ fn sock(args: &Args) {
                 let mut calls = Vec::with_capacity(2 * per);
                 for (j, iov) in iovs.iter_mut().enumerate() {
                     let i = range.start + j;
-                    let fd = if fixed { i as RawFd } else { pairs[i].1.as_raw_fd() };
+                    let fd = if fixed {
+                        i as RawFd
+                    } else {
+                        pairs[i].1.as_raw_fd()
+                    };
                     // recvmsg then sendmsg of the same buffer: the reply echoes the request.
                     let p = iov.as_mut_ptr() as *const IoSlice;
                     // SAFETY: the send's iovec is the recv's, read only after the recv completed
@@ -511,12 +550,25 @@ fn sock(args: &Args) {
     let modes = vec![
         mode("plain recvmsg+sendmsg", plain),
         mode("plain read+write", plain_rw),
-        mode("multicall 1 request/crossing", batched(Options::new(2), 1, false)),
-        mode(format!("multicall {k} requests/crossing"), batched(Options::new(e), k, false)),
+        mode(
+            "multicall 1 request/crossing",
+            batched(Options::new(2), 1, false),
+        ),
+        mode(
+            format!("multicall {k} requests/crossing"),
+            batched(Options::new(e), k, false),
+        ),
         mode("  + fixed files", batched(Options::new(e), k, true)),
-        mode("  + SQPOLL", batched(Options::new(e).sqpoll(Some(1000)), k, true)),
+        mode(
+            "  + SQPOLL",
+            batched(Options::new(e).sqpoll(Some(SQPOLL_IDLE_MS)), k, true),
+        ),
     ];
-    let iters = if args.iters > 0 { args.iters } else { (4000 / k).max(1) };
+    let iters = if args.iters > 0 {
+        args.iters
+    } else {
+        (4000 / k).max(1)
+    };
     measure(
         &format!(
             "sock: {k} {} connections, a {REQ}-byte request waiting on each; answered with recvmsg+sendmsg (client side included, plain in every mode)",
@@ -536,7 +588,10 @@ fn sock(args: &Args) {
 fn pipe2() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: fds has room for two descriptors.
-    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } as isize, "pipe2");
+    check(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } as isize,
+        "pipe2",
+    );
     // SAFETY: just created.
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
@@ -548,11 +603,19 @@ fn pipe(args: &Args) {
     let total = k * CHUNK;
     let a = Box::leak(Box::new(pipe2()));
     let b = Box::leak(Box::new(pipe2()));
-    let (ar, aw, br, bw) = (a.0.as_raw_fd(), a.1.as_raw_fd(), b.0.as_raw_fd(), b.1.as_raw_fd());
+    let (ar, aw, br, bw) = (
+        a.0.as_raw_fd(),
+        a.1.as_raw_fd(),
+        b.0.as_raw_fd(),
+        b.1.as_raw_fd(),
+    );
     let produce = move || {
         let data = vec![1u8; total];
         // SAFETY: plain write of our buffer.
-        assert_eq!(unsafe { libc::write(aw, data.as_ptr().cast(), total) }, total as isize);
+        assert_eq!(
+            unsafe { libc::write(aw, data.as_ptr().cast(), total) },
+            total as isize
+        );
     };
     let consume = move || {
         let mut data = vec![0u8; total];
@@ -580,7 +643,8 @@ fn pipe(args: &Args) {
     let single = move || {
         produce();
         // SAFETY: splice between two pipes we own.
-        let n = unsafe { libc::splice(ar, std::ptr::null_mut(), bw, std::ptr::null_mut(), total, 0) };
+        let n =
+            unsafe { libc::splice(ar, std::ptr::null_mut(), bw, std::ptr::null_mut(), total, 0) };
         assert_eq!(n, total as isize);
         consume();
         3
@@ -601,7 +665,9 @@ fn pipe(args: &Args) {
                 .map(|b| {
                     let p = b.as_mut_ptr();
                     // SAFETY: the write reads the chunk only after the linked read filled it.
-                    (b, unsafe { std::slice::from_raw_parts(p as *const u8, CHUNK) })
+                    (b, unsafe {
+                        std::slice::from_raw_parts(p as *const u8, CHUNK)
+                    })
                 })
                 .unzip();
             for (b, wb) in rd.into_iter().zip(wr) {
@@ -623,9 +689,15 @@ fn pipe(args: &Args) {
     let modes = vec![
         mode("plain read+write", plain),
         mode("single call: splice", single),
-        mode(format!("multicall ({k} read+write linked)"), batched(Options::new(e), false)),
+        mode(
+            format!("multicall ({k} read+write linked)"),
+            batched(Options::new(e), false),
+        ),
         mode("  + fixed files", batched(Options::new(e), true)),
-        mode("  + SQPOLL", batched(Options::new(e).sqpoll(Some(1000)), true)),
+        mode(
+            "  + SQPOLL",
+            batched(Options::new(e).sqpoll(Some(SQPOLL_IDLE_MS)), true),
+        ),
     ];
     let iters = if args.iters > 0 { args.iters } else { 2000 };
     measure(
@@ -641,7 +713,11 @@ fn pipe(args: &Args) {
 // copy: the paper's 4 KiB copy loop
 
 fn copy(args: &Args) {
-    let size = if args.size == 1024 { 1 << 20 } else { args.size };
+    let size = if args.size == 1024 {
+        1 << 20
+    } else {
+        args.size
+    };
     let dir = std::env::var_os("BENCH_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
@@ -650,7 +726,10 @@ fn copy(args: &Args) {
     std::fs::write(&src_path, vec![3u8; size]).unwrap();
     let src: &'static std::fs::File = Box::leak(Box::new(std::fs::File::open(&src_path).unwrap()));
     let dst: &'static std::fs::File = Box::leak(Box::new(if args.dst_null {
-        std::fs::File::options().write(true).open("/dev/null").unwrap()
+        std::fs::File::options()
+            .write(true)
+            .open("/dev/null")
+            .unwrap()
     } else {
         std::fs::File::create(&dst_path).unwrap()
     }));
@@ -697,7 +776,10 @@ fn copy(args: &Args) {
         if fixed {
             let iov: Vec<libc::iovec> = bufs
                 .iter_mut()
-                .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: CHUNK })
+                .map(|b| libc::iovec {
+                    iov_base: b.as_mut_ptr().cast(),
+                    iov_len: CHUNK,
+                })
                 .collect();
             // SAFETY: the buffers live as long as the closure that owns both them and the ring.
             unsafe { mc.register_buffers(&iov) }.unwrap();
@@ -717,14 +799,23 @@ fn copy(args: &Args) {
                     // SAFETY: the linked write reads the chunk after the read filled it.
                     let wb = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
                     if fixed {
-                        calls.push(Call::read_fixed(s, &mut b[..len], j as u16, Some(off)).fixed().checked());
-                        calls.push(Call::write_fixed(d, wb, j as u16, Some(off)).fixed().checked());
+                        calls.push(
+                            Call::read_fixed(s, &mut b[..len], j as u16, Some(off))
+                                .fixed()
+                                .checked(),
+                        );
+                        calls.push(
+                            Call::write_fixed(d, wb, j as u16, Some(off))
+                                .fixed()
+                                .checked(),
+                        );
                     } else {
                         calls.push(Call::pread(s, &mut b[..len], off).checked());
                         calls.push(Call::pwrite(d, wb, off).checked());
                     }
                 }
-                mc.run_chains(&mut calls, &lens[..per], &mut index[..per]).unwrap();
+                mc.run_chains(&mut calls, &lens[..per], &mut index[..per])
+                    .unwrap();
                 assert!(index[..per].iter().all(|&i| i == 3), "{:?}", &index[..per]);
                 chunk += per;
             }
@@ -735,15 +826,32 @@ fn copy(args: &Args) {
     let modes = vec![
         mode("plain pread+pwrite 4 KiB", plain),
         mode("single call: copy_file_range", single),
-        mode(format!("multicall {k} chunks/crossing"), batched(Options::new(e), false)),
-        mode("  + fixed files and buffers", batched(Options::new(e), true)),
-        mode("  + SQPOLL", batched(Options::new(e).sqpoll(Some(1000)), true)),
+        mode(
+            format!("multicall {k} chunks/crossing"),
+            batched(Options::new(e), false),
+        ),
+        mode(
+            "  + fixed files and buffers",
+            batched(Options::new(e), true),
+        ),
+        mode(
+            "  + SQPOLL",
+            batched(Options::new(e).sqpoll(Some(SQPOLL_IDLE_MS)), true),
+        ),
     ];
-    let iters = if args.iters > 0 { args.iters } else { (64 << 20) / size.max(1) / 8 + 1 };
+    let iters = if args.iters > 0 {
+        args.iters
+    } else {
+        (64 << 20) / size.max(1) / 8 + 1
+    };
     measure(
         &format!(
             "copy: {size} B file to {}, 4 KiB chunks, page cache warm",
-            if args.dst_null { "/dev/null" } else { "a file (same fs)" }
+            if args.dst_null {
+                "/dev/null"
+            } else {
+                "a file (same fs)"
+            }
         ),
         "one copy",
         modes,
@@ -753,7 +861,6 @@ fn copy(args: &Args) {
     let _ = std::fs::remove_file(&src_path);
     let _ = std::fs::remove_file(&dst_path);
 }
-
 
 fn main() {
     let args = parse_args();

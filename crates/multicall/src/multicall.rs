@@ -57,6 +57,16 @@ impl MultiCall {
         }
     }
 
+    /// The sequential engine with `opts`'s number of (emulated) fixed-file slots; the other
+    /// options do not apply to it.
+    pub fn sequential_with_options(opts: &Options) -> MultiCall {
+        MultiCall {
+            engine: Engine::Sequential(Sequential::new(opts.file_slots)),
+            fallback_reason: None,
+            _thread_bound: PhantomData,
+        }
+    }
+
     /// [`new`](Self::new), or [`sequential`](Self::sequential) when io_uring is unavailable.
     /// Other errors (bad size, out of memory) are returned.
     pub fn new_or_sequential(entries: u32) -> Result<MultiCall, Error> {
@@ -103,7 +113,9 @@ impl MultiCall {
     pub fn describe(&self) -> String {
         match (&self.engine, &self.fallback_reason) {
             (Engine::Ring(ring), _) => format!("io_uring ({})", ring.setup),
-            (Engine::Sequential(_), Some(why)) => format!("sequential ({why})"),
+            (Engine::Sequential(_), Some(why)) => {
+                format!("sequential (io_uring is unavailable: {why})")
+            }
             (Engine::Sequential(_), None) => "sequential (asked for)".to_string(),
         }
     }
