@@ -281,7 +281,8 @@ impl<'a> Call<'a> {
     /// openat only: open the file into slot `slot` of the ring's fixed-file table (replacing
     /// what it held) instead of the process's descriptor table. The result is then 0 on success,
     /// and the calls after it in the batch use the file as `Call::…(slot, …).fixed()`: this is
-    /// how an openat hands its file on within one batch.
+    /// how an openat hands its file on within one batch. `O_CLOEXEC` is ignored (a slot is never
+    /// inherited by exec).
     pub fn into_slot(mut self, slot: u32) -> Self {
         self.slot = Some(slot);
         self

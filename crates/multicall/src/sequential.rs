@@ -75,6 +75,9 @@ impl Sequential {
             };
             set_fd(&mut op, fd);
         }
+        if let (Some(_), Op::OpenAt { flags, .. }) = (call.slot, &mut op) {
+            *flags |= libc::O_CLOEXEC; // a slot stands for a direct descriptor: not inherited
+        }
         let result = execute(&op);
         match call.slot {
             Some(slot) if result >= 0 => {

@@ -557,6 +557,13 @@ fn entry(call: &Call<'_>, hows: &mut Vec<OpenHow>) -> squeue::Entry {
             let slot = call
                 .slot
                 .and_then(|s| DestinationSlot::try_from_slot_target(s).ok());
+            // A direct descriptor has no close-on-exec bit: the kernel refuses O_CLOEXEC with
+            // a slot (EINVAL), so it is dropped (meaningless there).
+            let flags = if slot.is_some() {
+                flags & !libc::O_CLOEXEC
+            } else {
+                flags
+            };
             if call.cached {
                 hows.push(
                     OpenHow::new()

@@ -37,7 +37,7 @@ fn an_openat_hands_its_file_to_the_calls_after_it_through_a_slot() {
         assert_eq!(mc.file_slots(), 4);
         let mut buf = [0u8; 64];
         let mut calls = [
-            Call::openat(libc::AT_FDCWD, &path, libc::O_RDONLY, 0)
+            Call::openat(libc::AT_FDCWD, &path, libc::O_RDONLY | libc::O_CLOEXEC, 0)
                 .into_slot(2)
                 .checked(),
             Call::read(2, &mut buf).fixed(),
@@ -252,7 +252,12 @@ fn independent_chains_each_keep_the_stop_rule_and_do_not_cancel_each_other() {
 #[test]
 fn sqpoll_gives_the_same_results_with_fewer_crossings() {
     let s = Scratch::new();
-    let opts = Options::new(8).sqpoll(Some(50)).file_slots(1);
+    // A long spin, so that on a loaded machine a run still waits for the polling thread in user
+    // space rather than in io_uring_enter.
+    let opts = Options::new(8)
+        .sqpoll(Some(1000))
+        .spin(std::time::Duration::from_secs(1))
+        .file_slots(1);
     let mut mc = match MultiCall::with_options(&opts) {
         Ok(mc) => mc,
         Err(e) => {
