@@ -758,9 +758,7 @@ fn copy(args: &Args) {
         let (mut n, mut done) = (0, 0usize);
         while done < size {
             // SAFETY: copy_file_range / sendfile between our two files.
-            let mut r = unsafe {
-                libc::copy_file_range(sfd, &mut i, dfd, &mut o, size - done, 0)
-            };
+            let mut r = unsafe { libc::copy_file_range(sfd, &mut i, dfd, &mut o, size - done, 0) };
             n += 1;
             if r < 0 {
                 let mut off = done as i64;
@@ -769,7 +767,11 @@ fn copy(args: &Args) {
                 i = off;
                 o = off;
             }
-            assert!(r > 0, "copy_file_range/sendfile: {}", std::io::Error::last_os_error());
+            assert!(
+                r > 0,
+                "copy_file_range/sendfile: {}",
+                std::io::Error::last_os_error()
+            );
             done += r as usize;
         }
         n
