@@ -79,7 +79,9 @@ echo "   outputs identical ($(wc -l <"$work/out-orig") lines, errors included)"
 if [ -n "${PKPROF:-}" ]; then
   echo
   echo "== $PKPROF syscalls --top 3 -- b3sum (original)"
-  (cd "$work/tree" && "$PKPROF" syscalls --top 3 -- "$work/b3sum-orig" $(cat "$work/list") 2>&1 >/dev/null | head -40) || true
+  (cd "$work/tree" && "$PKPROF" syscalls --top 3 -o "$work/syscalls.txt" -- "$work/b3sum-orig" $(cat "$work/list") \
+    >/dev/null 2>"$work/pkprof.log") || { echo "b3sum.sh: pkprof syscalls failed:" >&2; tail -5 "$work/pkprof.log" >&2; }
+  [ -f "$work/syscalls.txt" ] && head -45 "$work/syscalls.txt"
 fi
 
 echo
