@@ -60,13 +60,31 @@
 //! [`Error::WrongThread`] (`-EEXIST`) before anything is queued. Older kernels fall back to
 //! `COOP_TASKRUN`, then to no flags.
 //!
+//! ## Options, and what they cost (README, "Where a multi-call wins")
+//!
+//! [`Options`] / [`MultiCall::with_options`] open a ring with a fixed-file table (direct
+//! descriptors: [`Call::into_slot`] opens into a slot that later calls of the batch name with
+//! [`Call::fixed`], the only way an `openat` can hand its file on within one crossing), SQPOLL, and
+//! the ring's fd registered (the default). [`MultiCall::register_buffers`] with
+//! [`Call::read_fixed`] / [`Call::write_fixed`] skip pinning pages per op. [`Call::resolve_cached`]
+//! submits an openat as `openat2` with `RESOLVE_CACHED`; it is soft-linked whatever its check flag,
+//! so a `-EAGAIN` stops its chain and the engine runs the rest again without the flag (a second
+//! crossing, [`MultiCall::cached_open_retries`]); an unchecked one that fails otherwise has the
+//! rest of its chain resumed after it, so the results are those of the plain calls.
+//! [`MultiCall::run_chains`] runs several independent multi-calls in one crossing: on the
+//! development VM a batch of one item (one file's openat/read/close) costs more than the plain
+//! calls, and only many independent items per crossing win (measured by `bench/multicall.sh`).
+//! [`MultiCall::enters`] counts the crossings; [`with_thread_ring`] keeps one ring per thread.
+//!
 //! ## Without io_uring
 //!
 //! [`MultiCall::new`] fails with [`Error::Unavailable`] when `io_uring_setup` returns `ENOSYS`
 //! (no io_uring in the kernel) or `EPERM` (`kernel.io_uring_disabled` = 2, or 1 without
 //! privilege, or a seccomp filter); the message names the sysctl and its value.
 //! [`MultiCall::sequential`] (C: `mc_open_sequential`) runs the same batches with the same
-//! semantics, one plain system call per operation: results identical, more crossings. Its one
+//! semantics, one plain system call per operation: results identical, more crossings; it
+//! emulates the fixed-file slots with ordinary descriptors ([`MultiCall::with_options_or_sequential`]
+//! falls back to it and [`MultiCall::describe`] says why). Its one
 //! deliberate difference from the plain calls: sendmsg always gets `MSG_NOSIGNAL`, as io_uring
 //! adds it.
 //!
