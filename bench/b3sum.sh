@@ -38,7 +38,7 @@ src=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/b3sum-$version 2>/dev/n
 [ -n "$src" ] || { echo "b3sum.sh: b3sum-$version source not found after cargo fetch" >&2; exit 1; }
 cp -r "$src" "$work/orig"
 cp -r "$src" "$work/patched"
-(cd "$work/patched" && patch -s -p1 <"$repo/bench/b3sum-multicall.patch")
+(cd "$work/patched" && git apply -p1 "$repo/bench/b3sum-multicall.patch")
 cat >>"$work/patched/Cargo.toml" <<TOML
 
 [dependencies.pkprof-multicall]

@@ -78,7 +78,7 @@ if [ "${MC_COUNT:-1}" = 1 ] && command -v perf >/dev/null &&
     for m in "${modes[@]}"; do
       lo=$(count "$a" "$m" 20)
       hi=$(count "$a" "$m" 220)
-      printf '   %-10s %-36s %8.2f\n' "$w" "$m" "$(echo "($hi - $lo) / 200" | bc -l)" | tee -a "$out"
+      printf '   %-10s %-36s %8.2f\n' "$w" "$m" "$(awk -v a="$lo" -v b="$hi" 'BEGIN { print (b - a) / 200 }')" | tee -a "$out"
     done
   done
 fi
