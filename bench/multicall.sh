@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-11}
 batch=${MC_BATCH:-16}
 files=${MC_FILES:-10000}
-workloads=${MC_WORKLOADS:-"files sock sock-tcp pipe copy copy-null"}
+workloads=${MC_WORKLOADS:-"files sock sock-tcp pingpong pingpong-tcp pipe copy copy-null"}
 target=${CARGO_TARGET_DIR:-$PWD/target}
 mkdir -p bench/out
 out=bench/out/multicall-latest.txt
@@ -36,6 +36,8 @@ args_for() {
     files) echo "files --files $files" ;;
     sock) echo "sock" ;;
     sock-tcp) echo "sock --tcp" ;;
+    pingpong) echo "pingpong" ;;
+    pingpong-tcp) echo "pingpong --tcp" ;;
     pipe) echo "pipe" ;;
     copy) echo "copy" ;;
     copy-null) echo "copy --null" ;;

@@ -4,7 +4,7 @@
 //!
 //! Usage: `mcbench WORKLOAD [--rounds R] [--iters N] [--batch K] [--files F] [--only MODE]`
 //! Workloads: `files` (openat/read/close per small file), `sock` (recvmsg+sendmsg per request,
-//! unix or `--tcp`), `pipe` (a relay between two pipes), `copy` (the paper's 4 KiB copy). Every round runs every mode once, in an order rotated per round, each
+//! unix or `--tcp`), `pingpong` (one request in flight, a client thread), `pipe` (a relay between two pipes), `copy` (the paper's 4 KiB copy). Every round runs every mode once, in an order rotated per round, each
 //! for N units; printed per mode: median wall and CPU ns per unit, kernel crossings per unit
 //! (counted: `io_uring_enter`s by the library, plain calls by construction; bench/multicall.sh
 //! checks them with `perf stat -e raw_syscalls:sys_enter`) and the median of the per-round
@@ -82,7 +82,7 @@ fn parse_args() -> Args {
         }
     }
     if a.workload.is_empty() {
-        fail("usage: mcbench files|sock|pipe|copy [--rounds R] [--iters N] [--batch K] [--files F] [--size B] [--tcp] [--null] [--only MODE]");
+        fail("usage: mcbench files|sock|pingpong|pipe|copy [--rounds R] [--iters N] [--batch K] [--files F] [--size B] [--tcp] [--null] [--only MODE]");
     }
     if a.batch == 0 || a.batch > 1024 {
         fail("--batch must be 1..=1024");
@@ -582,6 +582,98 @@ fn sock(args: &Args) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// pingpong: one connection, one request in flight: a client thread writes a request and blocks
+// for the reply; the server (measured, the client's CPU included) answers with recvmsg + sendmsg.
+// A batch can only hold one request here: the recvmsg waits inside the io_uring_enter.
+
+fn pingpong(args: &Args) {
+    let (c, srv) = sock_pairs(1, args.tcp).pop().unwrap();
+    let cfd = c.as_raw_fd();
+    std::thread::spawn(move || {
+        let _keep = c;
+        let mut buf = [0u8; REQ];
+        loop {
+            // SAFETY: plain calls on our buffer; the loop ends when the server side closes.
+            if unsafe { libc::write(cfd, buf.as_ptr().cast(), REQ) } != REQ as isize {
+                return;
+            }
+            if unsafe { libc::recv(cfd, buf.as_mut_ptr().cast(), REQ, libc::MSG_WAITALL) }
+                != REQ as isize
+            {
+                return;
+            }
+        }
+    });
+    let s: &'static OwnedFd = Box::leak(Box::new(srv));
+    let sfd = s.as_raw_fd();
+    let n = 100;
+    let plain = move || {
+        let mut buf = [0u8; REQ];
+        for _ in 0..n {
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            // SAFETY: msghdr over our iovec.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = iov.as_mut_ptr().cast();
+            msg.msg_iovlen = 1;
+            assert_eq!(
+                unsafe { libc::recvmsg(sfd, &mut msg, libc::MSG_WAITALL) },
+                REQ as isize
+            );
+            assert_eq!(
+                unsafe { libc::sendmsg(sfd, &msg, libc::MSG_NOSIGNAL) },
+                REQ as isize
+            );
+        }
+        2 * n as u64
+    };
+    let batched = |opts: Options, fixed: bool| {
+        let mut mc = ring(opts.file_slots(u32::from(fixed)));
+        if fixed {
+            mc.register_files(0, &[sfd]).unwrap();
+        }
+        let fd = if fixed { 0 } else { sfd };
+        let mut buf = [0u8; REQ];
+        move || {
+            let e0 = mc.enters();
+            for _ in 0..n {
+                let mut iov = [IoSliceMut::new(&mut buf)];
+                let p = iov.as_mut_ptr() as *const IoSlice;
+                // SAFETY: the send reads the buffer after the linked recv filled it.
+                let send_iov: &[IoSlice] = unsafe { std::slice::from_raw_parts(p, 1) };
+                let mut r = Call::recvmsg(fd, &mut iov, libc::MSG_WAITALL).checked();
+                let mut w = Call::sendmsg(fd, send_iov, 0);
+                if fixed {
+                    r = r.fixed();
+                    w = w.fixed();
+                }
+                let mut calls = [r, w];
+                assert_eq!(mc.run(&mut calls).unwrap(), 3);
+            }
+            mc.enters() - e0
+        }
+    };
+    let modes = vec![
+        mode("plain recvmsg+sendmsg", plain),
+        mode(
+            "multicall 1 request/crossing",
+            batched(Options::new(2), false),
+        ),
+        mode("  + fixed files", batched(Options::new(2), true)),
+    ];
+    let iters = if args.iters > 0 { args.iters } else { 20 };
+    measure(
+        &format!(
+            "pingpong: one {} connection, one request in flight; server recvmsg+sendmsg, client thread included",
+            if args.tcp { "loopback TCP" } else { "unix stream" }
+        ),
+        &format!("{n} round trips"),
+        modes,
+        args,
+        iters,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // pipe: relay 4 KiB chunks from pipe A to pipe B (a filter's inner loop); the producer's write
 // into A and the consumer's read from B are one plain call each in every mode.
 
@@ -878,6 +970,7 @@ fn main() {
     match args.workload.as_str() {
         "files" => files(&args),
         "sock" => sock(&args),
+        "pingpong" => pingpong(&args),
         "pipe" => pipe(&args),
         "copy" => copy(&args),
         w => fail(&format!("unknown workload {w}")),
