@@ -62,8 +62,9 @@ pub struct Collector {
     pub(crate) swept_expired: (u64, u64),
 }
 
-/// Programs attached by `attach_record` rather than to tracepoints.
-const RECORD_PROGS: &[&str] = &["on_sample", "on_func_entry"];
+/// Programs attached by `attach_record` rather than to tracepoints, and the flush the reader runs
+/// (never attached).
+const RECORD_PROGS: &[&str] = &["on_sample", "on_func_entry", "flush_cpu"];
 
 /// Attaches the sampling program to a cpu-clock event on every online CPU, and the uprobes.
 fn attach_record(
