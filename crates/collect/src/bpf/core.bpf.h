@@ -302,6 +302,7 @@ static __always_inline void tag_close(struct pkprof_cpu *c)
 	struct pkprof_dest d = { .kind = PKPROF_LINK_KERNEL, .hold = PKPROF_HOLD_NONE };
 	__u32 chain = tag_chain(c->tag);
 
+	(void)chain; /* a core built without chains */
 #define PKPROF_CHAIN_CLOSE(name, SLOT)                                                            \
 	if (chain == PKPROF_CHAIN_##SLOT)                                                          \
 		name##_tag_close(c, &d);                                                           \
@@ -366,6 +367,7 @@ static __always_inline __u32 beneficiary(struct pkprof_cpu *c)
 	if (c->depth) {
 		__u32 chain = tag_chain(c->tag);
 
+		(void)chain; /* a core built without chains */
 		if (!tag_here(c))
 			return 0;
 #define PKPROF_CHAIN_BENEFICIARY(name, SLOT)                                                      \

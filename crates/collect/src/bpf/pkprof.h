@@ -9,6 +9,7 @@
 #ifndef PKPROF_H
 #define PKPROF_H
 
+#include "vmlinux.h"
 #include "chains/chains.h"
 
 #define PKPROF_COMM_LEN 16
