@@ -14,7 +14,16 @@ use libbpf_rs::{Link, OpenObject, PrintLevel};
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
 use crate::record::{perf, uprobes, RecordConfig};
+use crate::skel::types::pkprof_defaults as Defaults;
 use crate::skel::{CpuAccountSkel, CpuAccountSkelBuilder};
+
+/// Default capacity of the kernel's thread table (`--max-threads`; pkprof.h, as the BPF map).
+pub const DEFAULT_MAX_THREADS: u32 = Defaults::PKPROF_DEFAULT_MAX_THREADS.0;
+/// Default capacity of each chain's tag table (`--max-tags`; pkprof.h, as the BPF maps).
+pub const DEFAULT_MAX_TAGS: u32 = Defaults::PKPROF_DEFAULT_MAX_TAGS.0;
+/// Default wait of held receive work for its reader before it goes to KERNEL (`--tag-expire`,
+/// seconds; pkprof.h, as the BPF default).
+pub const DEFAULT_TAG_EXPIRE_S: f64 = Defaults::PKPROF_DEFAULT_TAG_EXPIRE_MS.0 as f64 / 1e3;
 use crate::tracefs::Tracefs;
 
 /// What to collect. Plain data: the CLI converts its arguments into this.
@@ -38,10 +47,10 @@ impl Default for CollectorOptions {
     fn default() -> Self {
         CollectorOptions {
             syscalls: false,
-            max_threads: 32768,
+            max_threads: DEFAULT_MAX_THREADS,
             bpf_stats: false,
-            max_tags: 16384,
-            tag_expire_ns: 1_000_000_000,
+            max_tags: DEFAULT_MAX_TAGS,
+            tag_expire_ns: u64::from(Defaults::PKPROF_DEFAULT_TAG_EXPIRE_MS.0) * 1_000_000,
             record: None,
         }
     }

@@ -176,7 +176,7 @@ struct pkprof_cpu {
 	__u32 cur_tid; /* current task, 0 = idle */
 	__u32 cur_pid;
 	__u32 depth; /* index of the innermost open context in ctx/vec */
-	__u32 mode;  /* enum pkprof_mode of the current task (syscall mode) */
+	enum pkprof_mode mode; /* of the current task (syscall mode) */
 	__u32 pending_irq; /* `pending` holds interrupt time (so the flush must copy it) */
 	__u32 pad0;
 	__u8 ctx[PKPROF_CTX_DEPTH];
@@ -296,7 +296,7 @@ enum pkprof_link_to {
 
 /* One stack sample (cpu-clock), labelled with the thread it served. */
 struct pkprof_sample {
-	__u32 kind; /* PKPROF_EV_SAMPLE */
+	enum pkprof_event_kind kind; /* PKPROF_EV_SAMPLE */
 	__u32 cpu;
 	__u64 time_ns;  /* ktime */
 	__u32 cur_pid;  /* current task (the victim in interrupt context) */
@@ -305,12 +305,12 @@ struct pkprof_sample {
 	__u32 tid;
 	__u64 cgroup_id; /* of the served thread */
 	__u64 hold;     /* with hold_kind != NONE: the served thread comes later (pkprof_link) */
-	__u32 hold_kind; /* enum pkprof_hold */
-	__u32 ctx;      /* enum pkprof_sample_ctx */
+	enum pkprof_hold hold_kind;
+	enum pkprof_sample_ctx ctx;
 	__u32 vec;      /* softirq vector */
-	__u32 stack_flags; /* PKPROF_STACK_* */
+	__u32 stack_flags; /* enum pkprof_stack_flags bits */
 	__s64 orig_ax;  /* task context, kernel mode: the task's saved orig_ax (syscall nr if >= 0) */
-	__u32 flags;    /* PKPROF_SAMPLE_* */
+	__u32 flags;    /* enum pkprof_sample_flags bits */
 	__s32 kstack_len; /* bytes of kstack filled, or a negative errno */
 	__s32 ustack_len; /* bytes of ustack filled, or a negative errno (0: not taken) */
 	/* Bytes of the user stack, copied from user_sp upwards, that follow the record. */
@@ -335,17 +335,17 @@ struct pkprof_sample_buf {
 
 /* The fate of held samples: `from` (a hold key) goes to a thread, another key, or KERNEL. */
 struct pkprof_link {
-	__u32 kind; /* PKPROF_EV_LINK */
-	__u32 to_kind; /* enum pkprof_link_to */
+	enum pkprof_event_kind kind; /* PKPROF_EV_LINK */
+	enum pkprof_link_to to_kind;
 	__u64 time_ns;
-	__u32 from_kind; /* enum pkprof_hold */
-	__u32 to_hold_kind; /* PKPROF_LINK_HOLD: enum pkprof_hold of `to` */
+	enum pkprof_hold from_kind;
+	enum pkprof_hold to_hold_kind; /* PKPROF_LINK_HOLD: the kind of `to` */
 	__u64 from;
 	__u64 to;   /* PKPROF_LINK_HOLD: the next hold key */
 	__u32 pid;  /* PKPROF_LINK_THREAD */
 	__u32 tid;
 	__u64 cgroup_id;
-	__u32 flags; /* PKPROF_SAMPLE_* of the thread */
+	__u32 flags; /* enum pkprof_sample_flags bits of the thread */
 	__u32 pad;
 	char comm[PKPROF_COMM_LEN];
 };
@@ -364,10 +364,14 @@ struct pkprof_func_key {
  * bits 0-15 the syscall number, bit 16 "has fd", bit 17 "has size class", bits 24-31 the size
  * class (0: size 0, k: size in [2^(k-1), 2^k)), bits 32-63 the fd (low 32 bits).
  */
-#define PKPROF_SC_NODE_FD (1ULL << 16)
-#define PKPROF_SC_NODE_SIZE (1ULL << 17)
-#define PKPROF_SC_NONE 0xffffffffffffffffULL /* `from` of a thread's first call */
-#define PKPROF_SC_MAX_NR 512                 /* syscall numbers with an argument spec */
+enum pkprof_sc_node {
+	PKPROF_SC_NODE_FD = 1 << 16,
+	PKPROF_SC_NODE_SIZE = 1 << 17,
+};
+#define PKPROF_SC_NONE 0xffffffffffffffffULL /* `from` of a thread's first call (u64::MAX) */
+enum pkprof_sc_limits {
+	PKPROF_SC_MAX_NR = 512, /* syscall numbers with an argument spec */
+};
 
 /*
  * Key of `sc_edges`: syscall `to` returned right after `from`, which returned right after `before`,
@@ -413,7 +417,7 @@ enum pkprof_sc_event_kind {
 };
 
 struct pkprof_sc_event {
-	__u32 kind; /* enum pkprof_sc_event_kind */
+	enum pkprof_sc_event_kind kind;
 	__u32 pid;
 	__u32 tid;
 	__u32 pad;
@@ -427,8 +431,8 @@ struct pkprof_sc_event {
  * (transition, stack) as the call site (docs/design.md, "User stacks").
  */
 struct pkprof_sc_site {
-	__u32 kind;        /* PKPROF_SC_SITE */
-	__u32 stack_flags; /* PKPROF_STACK_* */
+	enum pkprof_sc_event_kind kind; /* PKPROF_SC_SITE */
+	__u32 stack_flags; /* enum pkprof_stack_flags bits */
 	struct pkprof_sc_edge_key edge;
 	__u64 user_ip;
 	__u64 user_sp;
