@@ -190,8 +190,8 @@ mod tests {
     }
 
     fn bytes(buf: &[u64], len: usize) -> &[u8] {
-        // SAFETY: u64s are plain bytes; `len` is at most the buffer's size in bytes.
         assert!(len <= buf.len() * 8);
+        // SAFETY: u64s are plain bytes; `len` is at most the buffer's size in bytes (checked).
         unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), len) }
     }
 
