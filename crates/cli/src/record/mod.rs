@@ -2,16 +2,15 @@
 //! it served, and writes a self-contained profile.
 //!
 //! Order of a run: check the targets, load and attach the BPF programs, start the command (a
-//! target from its fork on, its syscalls counted from its execve), record (`session`), detach, describe the recording (`meta`),
-//! symbolize and assemble the profile (`assemble`), write it atomically, print the summary
+//! target from its fork on, its syscalls counted from its execve), record, detach, describe the
+//! recording, symbolize and assemble the profile (the pipeline is `pkprof_recording`, wired here
+//! to the real kernel side and symbolizer in `sources`), write it atomically, print the summary
 //! (`summary`).
 
-mod aggregate;
-mod assemble;
 mod costs;
-mod meta;
 mod options;
-mod session;
+mod sources;
+mod stop;
 mod summary;
 mod target;
 
@@ -21,11 +20,14 @@ use anyhow::{Context, Result};
 use pkprof_attribution::targets::CgroupTree;
 use pkprof_attribution::TargetSet;
 use pkprof_collect::{Collector, CollectorOptions, RecordConfig};
-use pkprof_profile::{FuncCount, ProfileBuilder, SyscallStat};
+use pkprof_profile::{FuncCount, TargetKind, Targets};
+use pkprof_recording::meta::{self, KernelLost};
+use pkprof_recording::{Extras, Session, StopReason};
 use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
 pub use options::{parse_probe, RecordOptions, Target, DEFAULT_FREQUENCY_HZ, DEFAULT_OUTPUT};
-use session::{Session, StopReason, StopWhen};
+use sources::{Kernel, Symbolizing};
+use stop::StopWhen;
 
 use crate::launch;
 use crate::output_file::OutputFile;
@@ -120,10 +122,10 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     for pid in &pids {
         collector.add_target(*pid)?;
     }
-    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+    let mut symbolizer = Symbolizing(Symbolizer::new(SymbolizerOptions {
         lines: opts.lines,
         unwind_memory_bytes: (opts.unwind_memory_mib as usize) << 20,
-    });
+    }));
     eprintln!(
         "pkprof: recording at {} Hz{}; Ctrl-C stops",
         opts.frequency_hz,
@@ -131,7 +133,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
             .unwrap_or_default()
     );
-    let stop = StopWhen {
+    let mut stop = StopWhen {
         deadline: opts.duration.map(|d| Instant::now() + d),
         child: child.as_mut(),
         pids: if matches!(opts.target, Target::Pids(_)) {
@@ -141,14 +143,14 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         },
     };
     let recorded = Session::new(
-        &mut collector,
+        &mut Kernel::new(&mut collector),
         &mut symbolizer,
         target_set,
         &pids,
         opts.tag_expire,
         opts.stack_bytes > 0,
     )
-    .run(stop)?;
+    .run(|| stop.check())?;
     let end_unix = meta::unix_ns();
     let record_lost = collector.record_lost()?;
     let func_reads = collector.func_counts();
@@ -156,7 +158,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     let cpu_recording = own_cpu_ns().saturating_sub(cpu_before);
     let bpf_stats = collector.bpf_stats_enabled();
     // Our programs' kallsyms names vanish with them: read the kernel's symbols before detaching.
-    symbolizer.snapshot_kernel_symbols();
+    symbolizer.0.snapshot_kernel_symbols();
     drop(collector); // detach before symbolizing: our own work is not sampled
 
     // Interrupted or out of time: the command is ended as perf record ends it (see `workload`).
@@ -174,63 +176,38 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     };
 
     let meta = meta::build(meta::Inputs {
-        opts: &opts,
-        pids: &pids,
+        pkprof_version: env!("CARGO_PKG_VERSION"),
+        frequency_hz: opts.frequency_hz,
+        targets: targets(&opts.target, &pids),
         start_unix_ns: start_unix,
         end_unix_ns: end_unix,
         frame: &frame,
         recorded: &recorded,
-        record_lost,
+        kernel_lost: KernelLost {
+            ring_buffer_full: record_lost.samples + record_lost.links,
+            target_table_full: record_lost.targets,
+        },
         pkprof_cpu_ns: cpu_recording,
         bpf_stats,
     });
-    let mut builder = ProfileBuilder::new(meta);
-    let sym_start = Instant::now();
-    assemble::add_samples(&recorded.aggregate, &mut symbolizer, &mut builder);
-    let symbolize_ns = sym_start.elapsed().as_nanos() as u64;
-    for p in recorded.processes.values() {
-        builder.process(p.clone());
-    }
-    for s in &recorded.syscalls {
-        builder.syscall(SyscallStat {
-            pid: s.pid,
-            nr: s.nr,
-            name: s.name.clone(),
-            count: s.count,
-            total_ns: s.total_ns,
-            errors: s.errors,
-        });
-    }
-    for r in func_reads {
-        let Some(probe) = opts.probes.get(r.probe) else {
-            continue; // not a probe of ours (cannot happen: the cookie is its index)
-        };
-        builder.func_count(FuncCount {
-            pid: r.pid,
-            binary: probe.binary.display().to_string(),
-            function: probe.function.clone(),
-            count: r.count,
-        });
-    }
-    {
-        let m = builder.meta_mut();
-        m.overhead.symbolize_ns = symbolize_ns;
-        m.warnings = symbolizer.warnings();
-        if opts.bpf_stats && !bpf_stats {
-            m.warnings.push(
-                "the kernel did not time pkprof's BPF programs (BPF stats need CAP_SYS_ADMIN): \
-                 their cost is not measured"
-                    .to_string(),
-            );
-        }
-        if recorded.undecodable > 0 {
-            m.warnings.push(format!(
-                "{} ring buffer records could not be decoded",
-                recorded.undecodable
-            ));
-        }
-    }
-    let profile = builder.finish();
+    let func_counts = func_reads
+        .into_iter()
+        .filter_map(|r| {
+            // Not a probe of ours: cannot happen, the cookie is its index.
+            let probe = opts.probes.get(r.probe)?;
+            Some(FuncCount {
+                pid: r.pid,
+                binary: probe.binary.display().to_string(),
+                function: probe.function.clone(),
+                count: r.count,
+            })
+        })
+        .collect();
+    let extras = Extras {
+        func_counts,
+        bpf_stats_unmeasured: opts.bpf_stats && !bpf_stats,
+    };
+    let profile = pkprof_recording::profile(meta, &recorded, &mut symbolizer, extras);
     let bytes = out_file.commit(|w| Ok(pkprof_profile::write_profile(&profile, w)?))?;
     let mut text = summary::render(
         &profile,
@@ -245,7 +222,23 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         .iter()
         .find(|p| p.name == "on_sample" && p.run_cnt > 0)
         .map(|p| p.run_ns as f64 / p.run_cnt as f64);
-    text.push_str(&recorded.costs.render(sampler_mean_ns));
+    text.push_str(&costs::render(&recorded.costs, sampler_mean_ns));
     crate::stdout::write(text.as_bytes()).context("writing the summary")?;
     Ok(ended.map_or(0, Ended::exit_code))
+}
+
+/// What was profiled, as the profile describes it.
+fn targets(target: &Target, pids: &[u32]) -> Targets {
+    let (kind, command, cgroup) = match target {
+        Target::Command(argv) => (TargetKind::Command, argv.clone(), String::new()),
+        Target::Pids(_) => (TargetKind::Pids, Vec::new(), String::new()),
+        Target::Cgroup(p) => (TargetKind::Cgroup, Vec::new(), p.display().to_string()),
+        Target::System => (TargetKind::System, Vec::new(), String::new()),
+    };
+    Targets {
+        kind,
+        command,
+        pids: pids.to_vec(),
+        cgroup,
+    }
 }

@@ -173,3 +173,236 @@ impl Collector {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The decoder on records built as the kernel writes them: a record in an 8-aligned buffer
+    //! (the ring's alignment), optionally followed by stack bytes.
+    use super::*;
+
+    /// A zeroed, 8-aligned buffer of `len` bytes.
+    fn buffer(len: usize) -> Vec<u64> {
+        vec![0u64; len.div_ceil(8)]
+    }
+
+    fn bytes(buf: &[u64], len: usize) -> &[u8] {
+        assert!(len <= buf.len() * 8);
+        // SAFETY: u64s are plain bytes; `len` is at most the buffer's size in bytes (checked).
+        unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), len) }
+    }
+
+    fn bytes_mut(buf: &mut [u64]) -> &mut [u8] {
+        // SAFETY: as above, over the whole buffer.
+        unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) }
+    }
+
+    fn set_comm(comm: &mut [i8], name: &str) {
+        for (c, b) in comm.iter_mut().zip(name.bytes()) {
+            *c = b as i8;
+        }
+    }
+
+    const SAMPLE: usize = size_of::<pkprof_sample>();
+
+    /// A softirq sample served to pid 100 / tid 101 with two kernel and three user addresses,
+    /// followed by `stack_bytes` bytes of user stack (0x00, 0x01, ...).
+    fn sample_record(stack_bytes: usize) -> (Vec<u64>, usize) {
+        let len = SAMPLE + stack_bytes;
+        let mut buf = buffer(len);
+        let raw = bytes_mut(&mut buf);
+        for (i, b) in raw[SAMPLE..len].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let s = plain::from_mut_bytes::<pkprof_sample>(&mut raw[..SAMPLE]).unwrap();
+        s.kind = EV_SAMPLE;
+        s.cpu = 1;
+        s.time_ns = 5_000;
+        s.cur_pid = 7;
+        s.cur_tid = 8;
+        s.pid = 100;
+        s.tid = 101;
+        s.cgroup_id = 42;
+        s.ctx = SCTX_SOFTIRQ;
+        s.vec = 3;
+        s.flags = FLAG_TARGET;
+        s.orig_ax = -1;
+        s.kstack[..2].copy_from_slice(&[0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020]);
+        s.kstack_len = 16;
+        s.ustack[..3].copy_from_slice(&[0x40_1000, 0x40_2000, 0x40_3000]);
+        s.ustack_len = 24;
+        s.stack_flags = STACK_USER_TRUNCATED;
+        s.user_ip = 0x40_1000;
+        s.user_sp = 0x7ffd_0000;
+        s.user_bp = 0x7ffd_0040;
+        s.ustack_bytes_len = stack_bytes as u32;
+        s.build_ns = 1234;
+        set_comm(&mut s.comm, "server");
+        (buf, len)
+    }
+
+    #[test]
+    fn decodes_a_sample_with_its_stack_bytes() {
+        let (buf, len) = sample_record(16);
+        let Some(RecordEvent::Sample(s)) = decode(bytes(&buf, len)) else {
+            panic!("not decoded as a sample");
+        };
+        let served = Served {
+            pid: 100,
+            tid: 101,
+            cgroup_id: 42,
+            comm: "server".into(),
+            kthread: false,
+            target: true,
+        };
+        assert_eq!(
+            s,
+            SampleEvent {
+                cpu: 1,
+                time_ns: 5_000,
+                cur_pid: 7,
+                cur_tid: 8,
+                current_comm: "server".into(),
+                served: Some(served),
+                hold: 0,
+                context: SampleContext::SoftIrq(3),
+                orig_ax: -1,
+                kstack: vec![0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020],
+                ustack: vec![0x40_1000, 0x40_2000, 0x40_3000],
+                kstack_error: false,
+                ustack_error: false,
+                // The frame-pointer walk went wrong (STACK_USER_TRUNCATED).
+                ustack_end: Some(Truncation::BadFrame),
+                user_ip: 0x40_1000,
+                user_sp: 0x7ffd_0000,
+                user_bp: 0x7ffd_0040,
+                ustack_bytes: (0..16).collect(),
+                ustack_bytes_short: false,
+                build_ns: 1234,
+            }
+        );
+    }
+
+    #[test]
+    fn a_held_sample_has_no_served_thread_and_stack_errors_are_flagged() {
+        let (mut buf, len) = sample_record(0);
+        let s = plain::from_mut_bytes::<pkprof_sample>(&mut bytes_mut(&mut buf)[..SAMPLE]).unwrap();
+        s.hold_kind = 2; // a socket
+        s.hold = 0xffff_8880_1234_5678;
+        s.kstack_len = -14; // -EFAULT
+        s.ustack_len = -14;
+        s.ctx = SCTX_KERNEL;
+        s.stack_flags = STACK_BYTES_SHORT;
+        let Some(RecordEvent::Sample(s)) = decode(bytes(&buf, len)) else {
+            panic!("not decoded as a sample");
+        };
+        // The kind in the top byte, the address's low 56 bits below it.
+        assert_eq!(s.hold, (2 << 56) | 0x00ff_8880_1234_5678);
+        assert_eq!(s.served, None);
+        assert_eq!(s.context, SampleContext::Kernel);
+        assert!(s.kstack.is_empty() && s.kstack_error);
+        assert!(s.ustack.is_empty() && s.ustack_error);
+        // A walk that did not go wrong is never called complete.
+        assert_eq!(s.ustack_end, Some(Truncation::NoUnwindInfo));
+        assert!(s.ustack_bytes_short);
+    }
+
+    #[test]
+    fn a_stack_length_beyond_its_array_is_clamped() {
+        let (mut buf, len) = sample_record(0);
+        let s = plain::from_mut_bytes::<pkprof_sample>(&mut bytes_mut(&mut buf)[..SAMPLE]).unwrap();
+        s.kstack_len = i32::MAX;
+        let Some(RecordEvent::Sample(s)) = decode(bytes(&buf, len)) else {
+            panic!("not decoded as a sample");
+        };
+        assert_eq!(s.kstack.len(), 127); // PKPROF_MAX_STACK
+    }
+
+    #[test]
+    fn decodes_links_to_each_target() {
+        let link = |to_kind: u32| {
+            let mut buf = buffer(size_of::<pkprof_link>());
+            let l = plain::from_mut_bytes::<pkprof_link>(bytes_mut(&mut buf)).unwrap();
+            l.kind = EV_LINK;
+            l.to_kind = to_kind;
+            l.time_ns = 9_000;
+            l.from_kind = 1; // a tag segment
+            l.from = (1 << 48) | 5;
+            l.to_hold_kind = 3; // an skb
+            l.to = 0xffff_8880_0000_1000;
+            l.pid = 100;
+            l.tid = 102;
+            l.cgroup_id = 42;
+            l.flags = FLAG_KTHREAD;
+            set_comm(&mut l.comm, "kworker/0:1");
+            decode(bytes(&buf, size_of::<pkprof_link>()))
+        };
+        let from = (1 << 56) | (1 << 48) | 5;
+        let expect = |to| {
+            Some(RecordEvent::Link(LinkEvent {
+                time_ns: 9_000,
+                from,
+                to,
+            }))
+        };
+        assert_eq!(
+            link(LINK_THREAD),
+            expect(LinkTarget::Thread(Served {
+                pid: 100,
+                tid: 102,
+                cgroup_id: 42,
+                comm: "kworker/0:1".into(),
+                kthread: true,
+                target: false,
+            }))
+        );
+        assert_eq!(
+            link(LINK_HOLD),
+            expect(LinkTarget::Hold((3 << 56) | 0x00ff_8880_0000_1000))
+        );
+        assert_eq!(link(3), expect(LinkTarget::Kernel));
+        assert_eq!(link(LINK_EXPIRED), expect(LinkTarget::Expired));
+    }
+
+    #[test]
+    fn a_truncated_record_is_not_decoded() {
+        let (buf, _) = sample_record(0);
+        assert_eq!(decode(bytes(&buf, SAMPLE - 8)), None);
+        assert_eq!(decode(bytes(&buf, 3)), None);
+        assert_eq!(decode(&[]), None);
+        let mut link = buffer(size_of::<pkprof_link>());
+        bytes_mut(&mut link)[..4].copy_from_slice(&EV_LINK.to_ne_bytes());
+        assert_eq!(decode(bytes(&link, size_of::<pkprof_link>() - 1)), None);
+    }
+
+    #[test]
+    fn a_record_of_unknown_kind_is_not_decoded() {
+        let (mut buf, len) = sample_record(0);
+        bytes_mut(&mut buf)[..4].copy_from_slice(&7u32.to_ne_bytes());
+        assert_eq!(decode(bytes(&buf, len)), None);
+        bytes_mut(&mut buf)[..4].copy_from_slice(&0u32.to_ne_bytes());
+        assert_eq!(decode(bytes(&buf, len)), None);
+    }
+
+    #[test]
+    fn stack_bytes_overrunning_the_record_are_not_decoded() {
+        // The length field claims 64 bytes; only 16 follow the record.
+        let (mut buf, len) = sample_record(16);
+        let s = plain::from_mut_bytes::<pkprof_sample>(&mut bytes_mut(&mut buf)[..SAMPLE]).unwrap();
+        s.ustack_bytes_len = 64;
+        assert_eq!(decode(bytes(&buf, len)), None);
+        // The largest length the field can hold: no panic, no allocation.
+        let s = plain::from_mut_bytes::<pkprof_sample>(&mut bytes_mut(&mut buf)[..SAMPLE]).unwrap();
+        s.ustack_bytes_len = u32::MAX;
+        assert_eq!(decode(bytes(&buf, len)), None);
+    }
+
+    #[test]
+    fn a_record_off_its_alignment_is_not_decoded() {
+        // The ring aligns records to 8 bytes; the same record one byte off is refused, not read.
+        let (buf, len) = sample_record(8);
+        let mut shifted = buffer(len + 8);
+        bytes_mut(&mut shifted)[1..=len].copy_from_slice(bytes(&buf, len));
+        assert!(decode(bytes(&buf, len)).is_some());
+        assert_eq!(decode(&bytes(&shifted, len + 1)[1..]), None);
+    }
+}

@@ -11,12 +11,17 @@
 //! recursion, not a broken walk, and stays.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 use pkprof_attribution::{SampleContext, Truncation};
-use pkprof_profile::{Context, Frame, FrameId, FrameKind, ProfileBuilder, SampleGroup, UserStacks};
-use pkprof_symbolize::Symbolizer;
+use pkprof_profile::{
+    Context, Frame, FrameId, FrameKind, FuncCount, Meta, Profile, ProfileBuilder, SampleGroup,
+    SyscallStat, UserStacks,
+};
 
-use super::aggregate::{Aggregate, RawStack};
+use crate::aggregate::{Aggregate, RawStack};
+use crate::session::Recorded;
+use crate::sources::Symbols;
 
 /// Where a raw address was sampled: return addresses (every frame but the leaf) point after the
 /// call, so they are looked up one byte earlier to land in the calling instruction.
@@ -36,7 +41,7 @@ fn is_syscall_entry(name: &str) -> bool {
 }
 
 /// Symbolized frames (outermost first) of every distinct address.
-struct Symbols {
+struct Symbolized {
     kernel: HashMap<u64, Vec<FrameId>>,
     user: HashMap<(u32, u64), Vec<FrameId>>,
 }
@@ -45,7 +50,7 @@ struct Symbols {
 /// walk's own verdict, or a return address outside every executable mapping (where the rest is
 /// cut). The leaf is kept wherever it is (the sampled instruction pointer is real); a process
 /// whose maps were not captured is kept whole.
-fn user_part<'a>(s: &'a RawStack, sym: &Symbolizer) -> (&'a [u64], Option<Truncation>) {
+fn user_part<'a>(s: &'a RawStack, sym: &impl Symbols) -> (&'a [u64], Option<Truncation>) {
     let cut = s
         .ustack
         .iter()
@@ -72,7 +77,7 @@ fn truncated_frame(reason: Truncation) -> Frame {
     }
 }
 
-fn symbolize(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder) -> Symbols {
+fn symbolize(agg: &Aggregate, sym: &mut impl Symbols, b: &mut ProfileBuilder) -> Symbolized {
     let mut kaddrs: HashSet<u64> = HashSet::new();
     let mut uaddrs: HashMap<u32, HashSet<u64>> = HashMap::new();
     for s in agg.stacks() {
@@ -102,7 +107,7 @@ fn symbolize(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder) -> S
             user.insert((pid, a), intern(f, b));
         }
     }
-    Symbols { kernel, user }
+    Symbolized { kernel, user }
 }
 
 /// The user and kernel frames of a raw stack, root first; whether its kernel part starts at a
@@ -116,8 +121,8 @@ struct StackParts {
 
 fn stack_frames(
     s: &RawStack,
-    sym: &Symbolizer,
-    syms: &Symbols,
+    sym: &impl Symbols,
+    syms: &Symbolized,
     b: &mut ProfileBuilder,
 ) -> StackParts {
     let mut user = Vec::new();
@@ -149,7 +154,7 @@ fn stack_frames(
 }
 
 /// Adds every sample group of `agg` to the builder.
-pub fn add_samples(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder) {
+pub fn add_samples(agg: &Aggregate, sym: &mut impl Symbols, b: &mut ProfileBuilder) {
     let syms = symbolize(agg, sym, b);
     let parts: Vec<_> = agg
         .stacks()
@@ -181,7 +186,7 @@ pub fn add_samples(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder
         let stack = *stack_ids.entry((raw, syscall)).or_insert_with(|| {
             let mut frames = user.clone();
             if let Some(nr) = syscall {
-                frames.push(b.frame(syscall_frame(nr)));
+                frames.push(b.frame(syscall_frame(nr, &sym.syscall_name(nr))));
             }
             frames.extend_from_slice(kernel);
             b.stack(frames)
@@ -209,13 +214,65 @@ pub fn add_samples(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder
 }
 
 /// The syscall boundary frame `sys_<name>` joining a user call site to the kernel's work.
-fn syscall_frame(nr: u32) -> Frame {
+fn syscall_frame(nr: u32, name: &str) -> Frame {
     Frame {
         kind: FrameKind::Syscall,
-        name: format!("sys_{}", pkprof_collect::reader::syscall_name(nr)),
+        name: format!("sys_{name}"),
         module: "[syscall]".into(),
         offset: nr as u64,
         symbolized: true,
         ..Frame::default()
     }
+}
+
+/// What the profile holds besides the recording's samples and processes.
+pub struct Extras {
+    /// Exact call counts of the `--count` probes.
+    pub func_counts: Vec<FuncCount>,
+    /// BPF stats were asked for but the kernel did not time pkprof's programs.
+    pub bpf_stats_unmeasured: bool,
+}
+
+/// The profile of a recording: `meta` (see `meta::build`), the samples symbolized through `sym`
+/// (timed into `meta.overhead.symbolize_ns`), the processes with their exact CPU time, the exact
+/// syscall and call counts, and the warnings (the symbolizer's, unmeasured BPF stats,
+/// undecodable ring records).
+pub fn profile(meta: Meta, recorded: &Recorded, sym: &mut impl Symbols, extras: Extras) -> Profile {
+    let mut builder = ProfileBuilder::new(meta);
+    let sym_start = Instant::now();
+    add_samples(&recorded.aggregate, sym, &mut builder);
+    let symbolize_ns = sym_start.elapsed().as_nanos() as u64;
+    for p in recorded.processes.values() {
+        builder.process(p.clone());
+    }
+    for s in &recorded.syscalls {
+        builder.syscall(SyscallStat {
+            pid: s.pid,
+            nr: s.nr,
+            name: s.name.clone(),
+            count: s.count,
+            total_ns: s.total_ns,
+            errors: s.errors,
+        });
+    }
+    for c in extras.func_counts {
+        builder.func_count(c);
+    }
+    let m = builder.meta_mut();
+    m.overhead.symbolize_ns = symbolize_ns;
+    m.warnings = sym.warnings();
+    if extras.bpf_stats_unmeasured {
+        m.warnings.push(
+            "the kernel did not time pkprof's BPF programs (BPF stats need CAP_SYS_ADMIN): \
+             their cost is not measured"
+                .to_string(),
+        );
+    }
+    if recorded.undecodable > 0 {
+        m.warnings.push(format!(
+            "{} ring buffer records could not be decoded",
+            recorded.undecodable
+        ));
+    }
+    builder.finish()
 }

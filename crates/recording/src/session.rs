@@ -1,23 +1,19 @@
 //! The recording loop: reads samples and links from the ring buffer, holds samples whose
 //! beneficiary is not known yet, labels the rest, captures each sampled process's memory maps
-//! while it is alive, and reads the exact accounting once a second.
+//! while it is alive, and reads the exact accounting once a second. The kernel side and the
+//! processes' maps come through [`KernelSource`] and [`ProcessMaps`]; when to stop is the
+//! caller's (a closure asked between polls).
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage, Snapshot, SyscallCount};
 use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, TargetSet};
-use pkprof_collect::record::ring::RecordEvent;
-use pkprof_collect::Collector;
 use pkprof_profile::ProcessInfo;
-use pkprof_symbolize::{Symbolizer, UserRegs};
 
-use super::aggregate::{Aggregate, Labels, RawStack};
-use super::costs::SampleCosts;
-use crate::signals;
+use crate::aggregate::{Aggregate, Labels, RawStack};
+use crate::costs::SampleCosts;
+use crate::sources::{KernelSource, ProcessMaps, RingRecord, UserRegs};
 
 /// Why recording stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,47 +43,28 @@ pub struct Recorded {
     pub stop: StopReason,
 }
 
-/// Stop conditions checked between polls.
-pub struct StopWhen<'a> {
-    pub deadline: Option<Instant>,
-    pub child: Option<&'a mut crate::workload::Workload>,
-    pub pids: Vec<u32>,
+/// What stopped a recording early: reading the kernel side failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError<E: std::error::Error + 'static> {
+    #[error("reading samples")]
+    OpenRing(#[source] E),
+    /// Polling or draining the ring buffer (the source's own message says which).
+    #[error(transparent)]
+    Ring(E),
+    #[error("reading the accounting")]
+    Accounting(#[source] E),
 }
 
-impl StopWhen<'_> {
-    fn check(&mut self) -> Option<StopReason> {
-        if signals::stop_requested() {
-            return Some(StopReason::Interrupted);
-        }
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Some(StopReason::Duration);
-        }
-        if let Some(child) = self.child.as_mut() {
-            if child.try_wait().is_some() {
-                return Some(StopReason::CommandExited);
-            }
-        }
-        if !self.pids.is_empty()
-            && self
-                .pids
-                .iter()
-                .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
-        {
-            return Some(StopReason::TargetsGone);
-        }
-        None
-    }
-}
-
-pub struct Session<'a> {
-    collector: &'a mut Collector,
-    symbolizer: &'a mut Symbolizer,
+/// The recording loop over a kernel source `K` and the processes' maps `M`.
+pub struct Session<'a, K: KernelSource, M: ProcessMaps> {
+    kernel: &'a mut K,
+    maps: &'a mut M,
     targets: TargetSet,
     holds: Holds<SampleEvent>,
     rec: Recorded,
     accountant: Accountant,
     /// Processes sampled so far and whether their maps were captured; the kernel side knows
-    /// them all as captured (see `Collector::mark_captured`).
+    /// them all as captured (see `KernelSource::mark_captured`).
     captures: HashMap<u32, bool>,
     /// Every process known to have been a target (TargetSet::Kernel): the kernel's target set
     /// holds only those alive, so the ones seen in it, in thread entries and given are kept here.
@@ -109,20 +86,21 @@ const READ_EVERY: Duration = Duration::from_secs(1);
 /// exits are freed before it fills.
 const READ_EVERY_BUSY: Duration = Duration::from_millis(100);
 
-impl<'a> Session<'a> {
-    /// `pids`: the targets given or started (TargetSet::Kernel).
+impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
+    /// `pids`: the targets given or started (TargetSet::Kernel); `tag_expire`: how long the
+    /// kernel holds a tag's time; `unwinding`: samples carry user stack bytes to unwind.
     pub fn new(
-        collector: &'a mut Collector,
-        symbolizer: &'a mut Symbolizer,
+        kernel: &'a mut K,
+        maps: &'a mut M,
         targets: TargetSet,
         pids: &[u32],
         tag_expire: Duration,
         unwinding: bool,
     ) -> Self {
-        let accountant = Accountant::new(false, Filter::default(), collector.attach_mono_ns);
+        let accountant = Accountant::new(false, Filter::default(), kernel.attach_mono_ns());
         Session {
-            collector,
-            symbolizer,
+            kernel,
+            maps,
             targets,
             // Held samples wait as long as the kernel holds their time, plus a margin for the
             // links still in the ring buffer.
@@ -161,35 +139,35 @@ impl<'a> Session<'a> {
             }
     }
 
-    /// Runs until a stop condition holds; then drains what is left.
-    pub fn run(mut self, mut stop: StopWhen<'_>) -> Result<Recorded> {
-        let inbox: Rc<RefCell<Vec<Option<RecordEvent>>>> = Rc::default();
-        let sink = Rc::clone(&inbox);
-        let ring = self
-            .collector
-            .event_ring(move |ev| sink.borrow_mut().push(ev))
-            .context("reading samples")?;
+    /// Runs until `stop` (asked after each poll of about 50 ms) gives a reason; then drains
+    /// what is left.
+    pub fn run(
+        mut self,
+        mut stop: impl FnMut() -> Option<StopReason>,
+    ) -> Result<Recorded, SessionError<K::Error>> {
+        self.kernel.open_ring().map_err(SessionError::OpenRing)?;
+        let mut batch = Vec::new();
         let mut next_read = self.next_read();
         let reason = loop {
-            ring.poll(Duration::from_millis(50))?;
-            let batch: Vec<_> = inbox.borrow_mut().drain(..).collect();
-            self.handle(batch);
+            self.kernel
+                .poll(Duration::from_millis(50), &mut batch)
+                .map_err(SessionError::Ring)?;
+            self.handle(&mut batch);
             if Instant::now() >= next_read {
                 self.read_accounting()?;
                 next_read = self.next_read();
-                let now = pkprof_collect::loader::monotonic_ns();
+                let now = self.kernel.now_ns();
                 for (s, r) in self.holds.sweep(now) {
                     self.resolved(s, r);
                 }
             }
-            if let Some(reason) = stop.check() {
+            if let Some(reason) = stop() {
                 break reason;
             }
         };
-        ring.drain()?;
-        let batch: Vec<_> = inbox.borrow_mut().drain(..).collect();
-        self.handle(batch);
-        drop(ring);
+        self.kernel.drain(&mut batch).map_err(SessionError::Ring)?;
+        self.handle(&mut batch);
+        self.kernel.close_ring();
         self.read_accounting()?;
         for (s, r) in self.holds.drain() {
             self.resolved(s, r);
@@ -199,16 +177,16 @@ impl<'a> Session<'a> {
         Ok(self.rec)
     }
 
-    fn handle(&mut self, batch: Vec<Option<RecordEvent>>) {
-        for ev in batch {
+    fn handle(&mut self, batch: &mut Vec<RingRecord>) {
+        for ev in batch.drain(..) {
             match ev {
-                Some(RecordEvent::Sample(s)) => self.sample(s),
-                Some(RecordEvent::Link(l)) => {
+                RingRecord::Sample(s) => self.sample(s),
+                RingRecord::Link(l) => {
                     for (s, r) in self.holds.link(&l) {
                         self.resolved(s, r);
                     }
                 }
-                None => self.rec.undecodable += 1,
+                RingRecord::Undecodable => self.rec.undecodable += 1,
             }
         }
     }
@@ -250,7 +228,7 @@ impl<'a> Session<'a> {
         let captured = match self.captures.get(&pid) {
             Some(ok) => *ok,
             None => {
-                let ok = match self.symbolizer.capture_process(pid) {
+                let ok = match self.maps.capture_process(pid) {
                     Ok(()) => true,
                     Err(e) => {
                         tracing::info!("{e}");
@@ -259,7 +237,7 @@ impl<'a> Session<'a> {
                 };
                 self.captures.insert(pid, ok);
                 // Its next samples need not wake us (a failed capture will not succeed later).
-                if let Err(e) = self.collector.mark_captured(pid) {
+                if let Err(e) = self.kernel.mark_captured(pid) {
                     tracing::info!("{e}");
                 }
                 ok
@@ -269,9 +247,9 @@ impl<'a> Session<'a> {
             for addr in ustack {
                 if self.unwinding {
                     // The sampled ip: code for sure.
-                    self.symbolizer.ensure_code_mapped(pid, *addr);
+                    self.maps.ensure_code_mapped(pid, *addr);
                 } else {
-                    self.symbolizer.ensure_mapped(pid, *addr);
+                    self.maps.ensure_mapped(pid, *addr);
                 }
             }
         } else {
@@ -289,14 +267,14 @@ impl<'a> Session<'a> {
             bp: s.user_bp,
         };
         let bytes = std::mem::take(&mut s.ustack_bytes);
-        let unwound =
-            self.symbolizer
-                .unwind(s.cur_pid, regs, &bytes, !s.ustack_bytes_short, &s.ustack);
+        let unwound = self
+            .maps
+            .unwind(s.cur_pid, regs, &bytes, !s.ustack_bytes_short, &s.ustack);
         // A walk that stopped at a return address outside the maps may have met code mapped
         // since they were read (dlopen): have them re-read (rate-limited) for the next samples.
         if let Some(addr) = unwound.unmapped {
             if self.captures.get(&s.cur_pid) == Some(&true) {
-                self.symbolizer
+                self.maps
                     .ensure_code_mapped(s.cur_pid, addr.saturating_sub(1));
             }
         }
@@ -339,25 +317,22 @@ impl<'a> Session<'a> {
         let elapsed = now.duration_since(self.last_read).as_secs_f64().max(0.01);
         let exits = snap.threads.iter().filter(|t| t.exited).count() as f64;
         let expected = snap.threads.len() as f64 + exits * READ_EVERY.as_secs_f64() / elapsed;
-        self.table_busy = expected * 2.0 >= f64::from(self.collector.max_threads())
+        self.table_busy = expected * 2.0 >= f64::from(self.kernel.max_threads())
             || snap.lost.thread_map_full > self.last_thread_map_full;
         self.last_read = now;
         self.last_thread_map_full = snap.lost.thread_map_full;
     }
 
     /// Exact CPU time per process so far (exited processes keep their last totals).
-    fn read_accounting(&mut self) -> Result<()> {
-        let snap = self
-            .collector
-            .snapshot()
-            .context("reading the accounting")?;
+    fn read_accounting(&mut self) -> Result<(), SessionError<K::Error>> {
+        let snap = self.kernel.snapshot().map_err(SessionError::Accounting)?;
         self.note_table_use(&snap);
         self.rec.untracked_target_ns = self
-            .collector
+            .kernel
             .untracked_target_ns()
-            .context("reading the accounting")?;
+            .map_err(SessionError::Accounting)?;
         if let TargetSet::Kernel = self.targets {
-            self.target_pids.extend(self.collector.targets());
+            self.target_pids.extend(self.kernel.targets());
             self.target_pids
                 .extend(snap.threads.iter().filter(|t| t.target).map(|t| t.pid));
         }
@@ -379,10 +354,8 @@ impl<'a> Session<'a> {
             if r.kthread {
                 p.exe = "[kernel thread]".into();
             } else if p.exe.is_empty() {
-                if let Some(exe) = self.symbolizer.exe(r.pid) {
+                if let Some(exe) = self.maps.exe(r.pid) {
                     p.exe = exe;
-                } else if let Ok(exe) = std::fs::read_link(format!("/proc/{}/exe", r.pid)) {
-                    p.exe = exe.to_string_lossy().into_owned();
                 }
             }
             if !r.kthread {

@@ -4,11 +4,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pkprof_accounting::Frame;
-use pkprof_collect::record::RecordLost;
-use pkprof_profile::{CpuTime, Lost, Meta, Overhead, TargetKind, Targets};
+use pkprof_profile::{CpuTime, Lost, Meta, Overhead, Targets};
 
-use super::options::{RecordOptions, Target};
-use super::session::Recorded;
+use crate::session::Recorded;
 
 /// Wall-clock time, ns since the Unix epoch.
 pub fn unix_ns() -> u64 {
@@ -35,17 +33,29 @@ fn uname() -> (String, String) {
     (s(&u.release), s(&u.nodename))
 }
 
+/// What record's kernel side could not deliver or follow, read at the end of the recording.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelLost {
+    /// Samples and links dropped on a full ring buffer.
+    pub ring_buffer_full: u64,
+    /// Children that did not fit in the kernel's target set.
+    pub target_table_full: u64,
+}
+
 /// What the description is made from.
 pub struct Inputs<'a> {
-    pub opts: &'a RecordOptions,
-    /// The target PIDs (given, or the command's).
-    pub pids: &'a [u32],
+    /// The version of pkprof that recorded.
+    pub pkprof_version: &'a str,
+    /// Samples per second on each CPU.
+    pub frequency_hz: u64,
+    /// What was profiled.
+    pub targets: Targets,
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
     /// The accounting's last frame (cumulative since attach).
     pub frame: &'a Frame,
     pub recorded: &'a Recorded,
-    pub record_lost: RecordLost,
+    pub kernel_lost: KernelLost,
     /// pkprof's own CPU time while recording.
     pub pkprof_cpu_ns: u64,
     /// The kernel timed our BPF programs (else their run time and count are not measured).
@@ -58,24 +68,24 @@ pub fn build(i: Inputs<'_>) -> Meta {
     let progs = &i.frame.progs;
     let rec = i.recorded;
     Meta {
-        pkprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        pkprof_version: i.pkprof_version.to_string(),
         kernel,
         hostname,
         cpus: i.frame.cpus.len() as u32,
         start_unix_ns: i.start_unix_ns,
         end_unix_ns: i.end_unix_ns,
-        frequency_hz: i.opts.frequency_hz,
-        period_ns: 1_000_000_000 / i.opts.frequency_hz.max(1),
-        targets: targets(&i.opts.target, i.pids),
+        frequency_hz: i.frequency_hz,
+        period_ns: 1_000_000_000 / i.frequency_hz.max(1),
+        targets: i.targets,
         lost: Lost {
-            ring_buffer_full: i.record_lost.samples + i.record_lost.links,
+            ring_buffer_full: i.kernel_lost.ring_buffer_full,
             kernel_stack_errors: rec.kstack_errors,
             user_stack_errors: rec.ustack_errors,
             held_expired: rec.held_expired,
             maps_missing: rec.maps_missing,
             bpf_missed_events: progs.iter().map(|p| p.recursion_misses).sum(),
             thread_table_full: i.frame.lost.thread_map_full,
-            target_table_full: i.record_lost.targets,
+            target_table_full: i.kernel_lost.target_table_full,
         },
         overhead: Overhead {
             pkprof_cpu_ns: i.pkprof_cpu_ns,
@@ -89,25 +99,10 @@ pub fn build(i: Inputs<'_>) -> Meta {
     }
 }
 
-fn targets(target: &Target, pids: &[u32]) -> Targets {
-    let (kind, command, cgroup) = match target {
-        Target::Command(argv) => (TargetKind::Command, argv.clone(), String::new()),
-        Target::Pids(_) => (TargetKind::Pids, Vec::new(), String::new()),
-        Target::Cgroup(p) => (TargetKind::Cgroup, Vec::new(), p.display().to_string()),
-        Target::System => (TargetKind::System, Vec::new(), String::new()),
-    };
-    Targets {
-        kind,
-        command,
-        pids: pids.to_vec(),
-        cgroup,
-    }
-}
-
 /// Exact CPU time by bucket: the accounting's buckets, with the user processes' share split
 /// between the targets and the others. Time of threads that found the thread table full is in no
 /// process: OTHER, but the part the kernel side knew to be a target's goes to the targets.
-fn cpu_time(frame: &Frame, rec: &Recorded) -> CpuTime {
+pub fn cpu_time(frame: &Frame, rec: &Recorded) -> CpuTime {
     let targets_ns: u64 = (rec.processes.values())
         .filter(|p| p.target)
         .map(|p| p.task_ns + p.served_ns)

@@ -1,0 +1,90 @@
+//! Where the recording's data comes from, as traits: the kernel side (ring buffer of samples and
+//! links, accounting reads, target set), the sampled processes (maps, unwinding, executables) and
+//! the symbolizer that names addresses at assembly. `pkprof record` wires the real ones (the BPF
+//! collector, the blazesym-based symbolizer); tests wire fakes and need no root.
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use pkprof_accounting::Snapshot;
+use pkprof_attribution::{LinkEvent, SampleEvent};
+use pkprof_profile::Frame;
+pub use pkprof_symbolize::{UnwoundStack, UserRegs};
+
+/// One record of the kernel's ring buffer, decoded (docs/design.md, "Data flow").
+#[derive(Clone, Debug, PartialEq)]
+pub enum RingRecord {
+    Sample(SampleEvent),
+    Link(LinkEvent),
+    /// A record of unknown kind or size: counted, shown as a warning in the profile.
+    Undecodable,
+}
+
+/// The kernel side of a recording: samples and links as they come, and the exact accounting.
+pub trait KernelSource {
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// CLOCK_MONOTONIC when the programs were attached: where the accounting starts.
+    fn attach_mono_ns(&self) -> u64;
+    /// CLOCK_MONOTONIC now, the clock of samples' and links' `time_ns`.
+    fn now_ns(&self) -> u64;
+    /// Capacity of the kernel's thread table.
+    fn max_threads(&self) -> u32;
+
+    /// Starts reading the ring buffer.
+    fn open_ring(&mut self) -> Result<(), Self::Error>;
+    /// Waits up to `timeout` for ring records and appends them to `out`, in ring order. A signal
+    /// (Ctrl-C) ends the wait early without an error.
+    fn poll(&mut self, timeout: Duration, out: &mut Vec<RingRecord>) -> Result<(), Self::Error>;
+    /// Appends every record already in the ring to `out`.
+    fn drain(&mut self, out: &mut Vec<RingRecord>) -> Result<(), Self::Error>;
+    /// Stops reading the ring buffer.
+    fn close_ring(&mut self);
+
+    /// One read of the exact accounting (cumulative since attach).
+    fn snapshot(&mut self) -> Result<Snapshot, Self::Error>;
+    /// Own time of target threads that found the thread table full, so far.
+    fn untracked_target_ns(&mut self) -> Result<u64, Self::Error>;
+    /// Processes in the kernel's target set now.
+    fn targets(&mut self) -> Vec<u32>;
+    /// Tells the sampler that `pid`'s maps are captured: its samples need not wake the reader.
+    fn mark_captured(&mut self, pid: u32) -> Result<(), Self::Error>;
+}
+
+/// The sampled processes while they are alive: their maps (captured at their first sample), the
+/// unwinding of their stacks, their executables.
+pub trait ProcessMaps {
+    type Error: Display;
+
+    /// Captures `pid`'s executable mappings (cheap when done already; a failure is final).
+    fn capture_process(&mut self, pid: u32) -> Result<(), Self::Error>;
+    /// Re-captures when `addr` lies outside every captured mapping (rate-limited).
+    fn ensure_mapped(&mut self, pid: u32, addr: u64);
+    /// As `ensure_mapped`, for an address known to be code (re-read at once).
+    fn ensure_code_mapped(&mut self, pid: u32, addr: u64);
+    /// Unwinds a sampled user stack from its copied bytes (docs/design.md, "User stacks").
+    fn unwind(
+        &mut self,
+        pid: u32,
+        regs: UserRegs,
+        stack: &[u8],
+        window_full: bool,
+        fp_chain: &[u64],
+    ) -> UnwoundStack;
+    /// The executable of `pid`, when known.
+    fn exe(&mut self, pid: u32) -> Option<String>;
+}
+
+/// Names for what the samples hold, at assembly.
+pub trait Symbols {
+    /// Whether `addr` lies in an executable mapping captured for `pid` (None: nothing captured).
+    fn is_executable(&self, pid: u32, addr: u64) -> Option<bool>;
+    /// Frames of each kernel address, outermost first (never drops an address).
+    fn symbolize_kernel(&mut self, addrs: &[u64]) -> Vec<Vec<Frame>>;
+    /// Frames of each user address of `pid`, outermost first (never drops an address).
+    fn symbolize_user(&mut self, pid: u32, addrs: &[u64]) -> Vec<Vec<Frame>>;
+    /// The name of syscall `nr` on this architecture.
+    fn syscall_name(&self, nr: u32) -> String;
+    /// Problems met so far, one line each.
+    fn warnings(&self) -> Vec<String>;
+}
