@@ -214,7 +214,7 @@ mod tests {
             *b = i as u8;
         }
         let s = plain::from_mut_bytes::<pkprof_sample>(&mut raw[..SAMPLE]).unwrap();
-        s.kind = EV_SAMPLE;
+        s.kind = Kind::PKPROF_EV_SAMPLE;
         s.cpu = 1;
         s.time_ns = 5_000;
         s.cur_pid = 7;
@@ -222,7 +222,7 @@ mod tests {
         s.pid = 100;
         s.tid = 101;
         s.cgroup_id = 42;
-        s.ctx = SCTX_SOFTIRQ;
+        s.ctx = Ctx::PKPROF_SCTX_SOFTIRQ;
         s.vec = 3;
         s.flags = FLAG_TARGET;
         s.orig_ax = -1;
@@ -286,11 +286,11 @@ mod tests {
     fn a_held_sample_has_no_served_thread_and_stack_errors_are_flagged() {
         let (mut buf, len) = sample_record(0);
         let s = plain::from_mut_bytes::<pkprof_sample>(&mut bytes_mut(&mut buf)[..SAMPLE]).unwrap();
-        s.hold_kind = 2; // a socket
+        s.hold_kind = Hold::PKPROF_HOLD_SOCK;
         s.hold = 0xffff_8880_1234_5678;
         s.kstack_len = -14; // -EFAULT
         s.ustack_len = -14;
-        s.ctx = SCTX_KERNEL;
+        s.ctx = Ctx::PKPROF_SCTX_KERNEL;
         s.stack_flags = STACK_BYTES_SHORT;
         let Some(RecordEvent::Sample(s)) = decode(bytes(&buf, len)) else {
             panic!("not decoded as a sample");
@@ -319,15 +319,15 @@ mod tests {
 
     #[test]
     fn decodes_links_to_each_target() {
-        let link = |to_kind: u32| {
+        let link = |to_kind: LinkTo| {
             let mut buf = buffer(size_of::<pkprof_link>());
             let l = plain::from_mut_bytes::<pkprof_link>(bytes_mut(&mut buf)).unwrap();
-            l.kind = EV_LINK;
+            l.kind = Kind::PKPROF_EV_LINK;
             l.to_kind = to_kind;
             l.time_ns = 9_000;
-            l.from_kind = 1; // a tag segment
+            l.from_kind = Hold::PKPROF_HOLD_SEGMENT;
             l.from = (1 << 48) | 5;
-            l.to_hold_kind = 3; // an skb
+            l.to_hold_kind = Hold::PKPROF_HOLD_SKB;
             l.to = 0xffff_8880_0000_1000;
             l.pid = 100;
             l.tid = 102;
@@ -345,7 +345,7 @@ mod tests {
             }))
         };
         assert_eq!(
-            link(LINK_THREAD),
+            link(LinkTo::PKPROF_LINK_THREAD),
             expect(LinkTarget::Thread(Served {
                 pid: 100,
                 tid: 102,
@@ -356,11 +356,14 @@ mod tests {
             }))
         );
         assert_eq!(
-            link(LINK_HOLD),
+            link(LinkTo::PKPROF_LINK_HOLD),
             expect(LinkTarget::Hold((3 << 56) | 0x00ff_8880_0000_1000))
         );
-        assert_eq!(link(3), expect(LinkTarget::Kernel));
-        assert_eq!(link(LINK_EXPIRED), expect(LinkTarget::Expired));
+        assert_eq!(link(LinkTo::PKPROF_LINK_KERNEL), expect(LinkTarget::Kernel));
+        assert_eq!(
+            link(LinkTo::PKPROF_LINK_EXPIRED),
+            expect(LinkTarget::Expired)
+        );
     }
 
     #[test]
