@@ -17,6 +17,7 @@ pub(crate) fn kind_label(kind: Kind) -> &'static str {
         Kind::Multicall => "multi-call",
         Kind::PartialMulticall => "partial multi-call",
         Kind::None => "none",
+        Kind::LeaveIt => "leave it",
     }
 }
 
