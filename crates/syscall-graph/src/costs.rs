@@ -261,6 +261,27 @@ pub fn format_ns(ns: f64) -> String {
     }
 }
 
+/// `2026-11-24 20:31 UTC` from seconds since the epoch (civil-from-days, H. Hinnant's algorithm:
+/// the one date the reports print does not warrant a date crate).
+pub fn format_time(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        secs / 3600,
+        secs % 3600 / 60
+    )
+}
+
 /// How a cluster's calls are spread over its path, from the thread's graph.
 struct Observed {
     /// Mean time per call of each path position (collector's time, no crossing), ns.
@@ -792,6 +813,13 @@ mod tests {
         assert!(sum.noisy);
         assert_eq!(sum.basis, "b5");
         assert!(Estimate::sum([].iter()).is_none());
+    }
+
+    #[test]
+    fn dates_read_well() {
+        assert_eq!(format_time(0), "1970-01-01 00:00 UTC");
+        assert_eq!(format_time(1_795_552_260), "2026-11-24 20:31 UTC");
+        assert_eq!(format_time(951_782_400), "2000-02-29 00:00 UTC");
     }
 
     #[test]

@@ -7,7 +7,10 @@
 use std::io::Write;
 
 use crate::graph::Graph;
-use crate::render::{count_unit, kind_label, lost_parts, plural, shape_label, site_frames};
+use crate::render::{
+    costs_line, count_unit, group_saving, kind_label, lost_parts, plural, saving_label,
+    shape_label, site_frames,
+};
 use crate::{Analysis, ClusterGroup, Error};
 
 const RULE: &str = "------ ----------- ----------- --------- --------- ----------------";
@@ -142,6 +145,9 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
         out,
         "\nTop clusters by kernel crossings saved ({ranked} of {groups}{extra}{grouped})"
     )?;
+    if let Some(line) = costs_line(&a.costs) {
+        writeln!(out, "{line}")?;
+    }
     for g in top {
         let c = g.first();
         writeln!(
@@ -179,6 +185,9 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
             s.replacement.as_deref().unwrap_or("-")
         )?;
         writeln!(out, "      {}", s.why)?;
+        if let Some(saving) = group_saving(&g) {
+            writeln!(out, "    time saved: {}", saving_label(&saving))?;
+        }
         if g.sites.is_empty() {
             writeln!(out, "    call sites: none sampled")?;
         } else {
