@@ -35,6 +35,9 @@ use crate::suggest::{self, Kind, Shape, Suggestion};
 /// The value of `CostTable::schema`; changes when a field changes meaning.
 pub const COSTS_SCHEMA: &str = "pkprof-calibration/1";
 
+/// The replacement of a `Kind::LeaveIt` suggestion.
+pub const LEAVE_IT: &str = "keep the calls as they are";
+
 /// A spread wider than this share of the median makes a measure noisy: (p75 - p25) / median.
 pub const NOISY_SPREAD: f64 = 0.25;
 
@@ -550,13 +553,13 @@ pub(crate) fn advise(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, 
                 format!("; {}", others.join("; "))
             };
             let why = format!(
-                "leave it: {what} would cost {} more than the calls it replaces here: {}{others}",
+                "{what} would cost {} more than the calls it replaces here: {}{others}",
                 format_ns(-e.saved_ns as f64),
                 e.basis
             );
             let leave = Suggestion {
                 kind: Kind::LeaveIt,
-                replacement: None,
+                replacement: Some(LEAVE_IT.into()),
                 why,
                 unbatchable: best.unbatchable.clone(),
             };
@@ -572,8 +575,8 @@ pub(crate) fn advise(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, 
             if table.batched_unavailable.is_some() && s.kind != Kind::SingleCall {
                 let leave = Suggestion {
                     kind: Kind::LeaveIt,
-                    replacement: None,
-                    why: format!("leave it: {why}"),
+                    replacement: Some(LEAVE_IT.into()),
+                    why: why.clone(),
                     unbatchable: s.unbatchable.clone(),
                 };
                 return (leave, Saving::Unknown { why });
@@ -727,7 +730,7 @@ mod tests {
         // preadv is not in the table: the batch is the only estimate, and it loses:
         // 50 calls x (800 - 1500) - 1 batch x 700.
         assert_eq!(s.kind, Kind::LeaveIt, "{s:?}");
-        assert_eq!(s.replacement, None);
+        assert_eq!(s.replacement.as_deref(), Some(LEAVE_IT));
         assert!(
             s.why
                 .contains("a batched pread costs 1.50 µs here against 800 ns plain"),
