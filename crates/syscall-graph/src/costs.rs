@@ -192,7 +192,10 @@ pub enum Costs {
     /// No table for this machine: why, and how to measure one (shown by the reports).
     Missing(String),
     /// A table, and where it came from (shown by the reports).
-    Table { table: CostTable, source: String },
+    Table {
+        table: Box<CostTable>,
+        source: String,
+    },
 }
 
 /// The time a cluster's suggestion is expected to save.

@@ -79,7 +79,7 @@ pub fn load(path: &Path, key: &CalibrationKey) -> Costs {
         ));
     }
     Costs::Table {
-        table,
+        table: Box::new(table),
         source: path.display().to_string(),
     }
 }
@@ -143,7 +143,7 @@ mod tests {
         let p = d.join(FILE);
         assert!(matches!(load(&p, &key()), Costs::Missing(w) if w.contains("--calibrate")));
         store(&p, &table()).unwrap();
-        assert!(matches!(load(&p, &key()), Costs::Table { table: t, .. } if t == table()));
+        assert!(matches!(load(&p, &key()), Costs::Table { table: t, .. } if *t == table()));
         let other = CalibrationKey {
             kernel: "6.19".into(),
             ..key()

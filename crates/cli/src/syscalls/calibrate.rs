@@ -751,7 +751,8 @@ pub fn calibrate(mode: Mode, progress: &mut dyn FnMut(&str)) -> Result<CostTable
         )?);
     }
 
-    let streams: [(&str, &str, fn() -> Result<(OwnedFd, OwnedFd)>, bool); 3] = [
+    type Opener = fn() -> Result<(OwnedFd, OwnedFd)>;
+    let streams: [(&str, &str, Opener, bool); 3] = [
         ("pipe", "pipe (4 KiB transfers)", pipe_pair, false),
         (
             "unix",

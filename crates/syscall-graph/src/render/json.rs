@@ -270,7 +270,7 @@ pub fn report(a: &Analysis) -> Report {
             Costs::Table { table, source } => Some(CostsReport {
                 source: Some(source.clone()),
                 missing: None,
-                table: Some(table.clone()),
+                table: Some((**table).clone()),
             }),
         },
     }
