@@ -377,11 +377,15 @@ fn estimate_batch(
     let (mut fixed_mid, mut fixed_low, mut fixed_high, mut fixed_n) = (0.0, 0.0, 0.0, 0.0);
     let mut noisy = false;
     let mut basis = Vec::new();
+    let mut targets: Vec<&str> = Vec::new();
     for (i, n) in c.path.iter().enumerate() {
         let Some((op, _)) = suggest::multicall_op(&n.name) else {
             continue; // stays a plain call: no change
         };
         let on = target_of(op);
+        if !targets.contains(&on) {
+            targets.push(on);
+        }
         let cost = table
             .op(op, on)
             .ok_or_else(|| format!("{op} on a {on} was not calibrated"))?;
@@ -418,16 +422,17 @@ fn estimate_batch(
     saving.mid -= batches * fm;
     saving.low -= batches * fl;
     saving.high -= batches * fh;
+    let on: Vec<&str> = targets
+        .iter()
+        .map(|t| table.targets.get(*t).map_or(*t, |s| s.as_str()))
+        .collect();
     let basis = format!(
-        "{}, plus {} per batch ({} batches of {:.1} ops; {})",
+        "{}, plus {} per batch ({} batches of {:.1} ops; on a {})",
         basis.join(", "),
         format_ns(fm),
         batches.round(),
         ops_total / batches,
-        table
-            .targets
-            .get("file")
-            .map_or("page-cache file", |s| s.as_str())
+        on.join(" and a ")
     );
     Ok(estimate(table, c, obs, saving, noisy, basis))
 }
