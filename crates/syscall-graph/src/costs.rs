@@ -209,6 +209,14 @@ pub enum Saving {
     Estimated(Estimate),
 }
 
+/// One replacement the advice weighed for a cluster, and its saving.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alternative {
+    pub kind: Kind,
+    pub replacement: Option<String>,
+    pub saving: Saving,
+}
+
 /// An estimated saving; negative: the replacement would cost time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Estimate {
@@ -500,10 +508,32 @@ fn estimate(
 
 /// The measured advice for one cluster of the thread graph `g`: its suggestion (kept, replaced
 /// by the batch or single call that wins, or `Kind::LeaveIt`) and the saving expected.
-pub(crate) fn advise(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving) {
+pub(crate) fn advise(
+    table: &CostTable,
+    c: &Cluster,
+    g: &Graph,
+) -> (Suggestion, Saving, Vec<Alternative>) {
+    let (s, saving, tried) = choose(table, c, g);
+    let alternatives = tried
+        .into_iter()
+        .map(|(s, e)| Alternative {
+            kind: s.kind,
+            replacement: s.replacement,
+            saving: match e {
+                Ok(e) => Saving::Estimated(e),
+                Err(why) => Saving::Unknown { why },
+            },
+        })
+        .collect();
+    (s, saving, alternatives)
+}
+
+type Tried = Vec<(Suggestion, Result<Estimate, String>)>;
+
+fn choose(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving, Tried) {
     let obs = observe(c, g);
     let s = &c.suggestion;
-    let mut tried: Vec<(Suggestion, Result<Estimate, String>)> = Vec::new();
+    let mut tried: Tried = Vec::new();
     match s.kind {
         Kind::Multicall | Kind::PartialMulticall => {
             tried.push((s.clone(), estimate_batch(table, c, &obs, c.crossings_saved)));
@@ -523,11 +553,11 @@ pub(crate) fn advise(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, 
         }
         Kind::Epoll => {
             let why = "epoll saves work per call, not crossings: not estimated".to_string();
-            return (s.clone(), Saving::Unknown { why });
+            return (s.clone(), Saving::Unknown { why }, tried);
         }
         Kind::None | Kind::LeaveIt => {
             let why = "nothing replaces it".to_string();
-            return (s.clone(), Saving::Unknown { why });
+            return (s.clone(), Saving::Unknown { why }, tried);
         }
     }
     let best = tried
@@ -535,7 +565,10 @@ pub(crate) fn advise(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, 
         .filter_map(|(s, e)| e.as_ref().ok().map(|e| (s, e)))
         .max_by_key(|(_, e)| e.saved_ns);
     match best {
-        Some((s, e)) if e.saved_ns > 0 => (s.clone(), Saving::Estimated(e.clone())),
+        Some((s, e)) if e.saved_ns > 0 => {
+            let (s, e) = (s.clone(), e.clone());
+            (s, Saving::Estimated(e), tried)
+        }
         Some((best, e)) => {
             let what = match best.kind {
                 Kind::SingleCall => best.replacement.clone().unwrap_or_default(),
@@ -571,7 +604,8 @@ pub(crate) fn advise(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, 
                 why,
                 unbatchable: best.unbatchable.clone(),
             };
-            (leave, Saving::Estimated(e.clone()))
+            let e = e.clone();
+            (leave, Saving::Estimated(e), tried)
         }
         None => {
             let reasons: Vec<&str> = tried
@@ -587,9 +621,9 @@ pub(crate) fn advise(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, 
                     why: why.clone(),
                     unbatchable: s.unbatchable.clone(),
                 };
-                return (leave, Saving::Unknown { why });
+                return (leave, Saving::Unknown { why }, tried);
             }
-            (s.clone(), Saving::Unknown { why })
+            (s.clone(), Saving::Unknown { why }, tried)
         }
     }
 }
@@ -672,7 +706,8 @@ mod tests {
     fn advised(names: &[&str], rounds: usize) -> (Suggestion, Saving) {
         let a = analysis(names, rounds, 500);
         let c = &a.clusters[0];
-        advise(&table(), c, &a.threads[0].graph)
+        let (s, saving, _) = advise(&table(), c, &a.threads[0].graph);
+        (s, saving)
     }
 
     #[test]
@@ -697,7 +732,7 @@ mod tests {
             .iter()
             .find(|c| c.suggestion.kind == Kind::Multicall)
             .expect("a multi-call cluster");
-        let (s, saving) = advise(&table(), c, &a.threads[0].graph);
+        let (s, saving, _) = advise(&table(), c, &a.threads[0].graph);
         // openat is not in the table: unknown, and the suggestion stays.
         assert_eq!(s, c.suggestion);
         assert!(
@@ -775,13 +810,13 @@ mod tests {
         let mut t = table();
         t.batched_unavailable = Some("kernel.io_uring_disabled = 2".into());
         let a = analysis(&["statx", "close"], 100, 500);
-        let (s, saving) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (s, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
         assert_eq!(s.kind, Kind::LeaveIt);
         assert!(s.why.contains("io_uring_disabled = 2"), "{}", s.why);
         assert!(matches!(saving, Saving::Unknown { .. }));
         // A single call is still measured and kept.
         let a = analysis(&["read", "write"], 100, 500);
-        let (s, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (s, _, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
         assert_eq!(s.kind, Kind::SingleCall);
     }
 
@@ -795,7 +830,7 @@ mod tests {
             samples: 5,
         };
         let a = analysis(&["statx", "close"], 100, 500);
-        let (_, saving) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
         let Saving::Estimated(e) = saving else {
             panic!("{saving:?}")
         };

@@ -32,7 +32,7 @@ pub mod trace;
 use std::collections::BTreeMap;
 
 pub use clusters::{Cluster, ClusterGroup, Site};
-pub use costs::{CostTable, Costs, Estimate, Saving};
+pub use costs::{Alternative, CostTable, Costs, Estimate, Saving};
 pub use graph::{Edge, Graph, NodeStats};
 pub use model::{Arg, CallSite, Frame, Lost, Node, Profile, Thread, Transition};
 pub use suggest::{Kind, Shape, Suggestion, MULTICALL_OPS};
@@ -215,8 +215,9 @@ impl Analysis {
                         .find(|t| (t.pid, t.tid) == (c.pid, c.tid))
                         .map(|t| &t.graph);
                     graph.map(|g| {
-                        let (suggestion, saving) = costs::advise(table, c, g);
+                        let (suggestion, saving, alternatives) = costs::advise(table, c, g);
                         c.suggestion = suggestion;
+                        c.alternatives = alternatives;
                         saving
                     })
                 }

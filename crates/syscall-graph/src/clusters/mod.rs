@@ -60,7 +60,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
-use crate::costs::Saving;
+use crate::costs::{Alternative, Saving};
 use crate::graph::Graph;
 use crate::model::{Frame, Node};
 use crate::suggest::{Kind, Shape, Suggestion};
@@ -98,6 +98,9 @@ pub struct Cluster {
     /// The time the suggestion saves, from a cost table (`Analysis::with_costs`); None without.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub saving: Option<Saving>,
+    /// Every replacement the measured advice weighed, with its saving (empty without a table).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
 }
 
 /// A call site of one syscall of a cluster.
@@ -202,6 +205,7 @@ pub(crate) fn find(
                 suggestion: c.plan.suggestion.clone(),
                 sites: sites(g, &c.edges, options.sites),
                 saving: None,
+                alternatives: Vec::new(),
             });
         }
     }

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::costs::{CostTable, Costs, Saving};
+use crate::costs::{Alternative, CostTable, Costs, Saving};
 use crate::graph::Graph;
 use crate::model::Lost;
 use crate::render::group_saving;
@@ -142,6 +142,10 @@ pub struct Cluster {
     /// costs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saving: Option<Saving>,
+    /// Every replacement the measured advice weighed for the group's first member, with its
+    /// saving for that member alone (absent without a table).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
 }
 
 /// One thread's cluster in a group (`clusters[].members[]`).
@@ -324,6 +328,7 @@ fn cluster(g: &ClusterGroup) -> Cluster {
             })
             .collect(),
         saving: group_saving(g),
+        alternatives: c.alternatives.clone(),
     }
 }
 
