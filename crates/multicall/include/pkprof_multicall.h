@@ -64,6 +64,26 @@ enum mc_op {
 
 #define MC_FSYNC_DATASYNC 1L
 
+/* Flags ORed into mc_call.op (the code proper is op & MC_OP_MASK); see the Rust docs of Call:
+ *   MC_FIXED           the fd argument is a slot of the ring's fixed-file table (a direct
+ *                      descriptor): read/write/pread/pwrite/close/fsync/sendmsg/recvmsg;
+ *   MC_INTO_SLOT       MC_OPENAT only: open into slot args[4] instead of a descriptor; the result
+ *                      is 0 and the calls after it use the slot with MC_FIXED (the hand-off of
+ *                      an openat's file within one batch); O_CLOEXEC is dropped;
+ *   MC_RESOLVE_CACHED  MC_OPENAT only: try openat2 with RESOLVE_CACHED (completes inline); if
+ *                      that needs I/O the rest of the batch runs again without it (a second
+ *                      crossing); the slot shows only the final result.
+ * A slot outside the table is -EINVAL (nothing submitted); an empty slot gives -EBADF. */
+#define MC_OP_MASK 0xff
+#define MC_FIXED 0x100
+#define MC_RESOLVE_CACHED 0x200
+#define MC_INTO_SLOT 0x400
+
+/* mc_open_opts flags. */
+#define MC_OPEN_SQPOLL 1     /* a kernel thread polls the queue: no crossing per batch while it
+                              * is awake (idle 1 s); it burns CPU, counted in the process's */
+#define MC_OPEN_NO_RING_FD 2 /* do not register the ring's fd (default: registered) */
+
 /* One operation (64 bytes on LP64). */
 struct mc_call {
     int op;        /* enum mc_op */
@@ -80,6 +100,17 @@ struct mc_ring; /* opaque */
  * mc_last_error() then says why in words. */
 struct mc_ring *mc_open(unsigned entries);
 
+/* mc_open with options: `file_slots` empty fixed-file slots (0: none) and MC_OPEN_* flags.
+ * NULL with errno set on failure, as mc_open (SQPOLL refused is an error, not dropped). */
+struct mc_ring *mc_open_opts(unsigned entries, unsigned file_slots, int flags);
+
+/* Puts fds[0..count) into the fixed-file table from slot `first` on (the table keeps its own
+ * reference: the caller may close them). 0 or a negative errno. */
+int mc_register_files(struct mc_ring *r, unsigned first, const int *fds, int count);
+
+/* Kernel crossings (io_uring_enter calls; plain calls for the fallback) made so far. */
+long long mc_enters(const struct mc_ring *r);
+
 /* The fallback: same semantics and results, one plain system call per operation (more kernel
  * crossings). No size limit. NULL only if out of memory. */
 struct mc_ring *mc_open_sequential(void);
@@ -93,6 +124,14 @@ int mc_capacity(const struct mc_ring *r);
 /* Runs calls[0..count) in order in one kernel crossing. Returns the 1-based index of the first
  * checked call that failed, or count + 1; a negative errno for bad input (see above). */
 int multi_call(struct mc_ring *r, int count, struct mc_call *calls);
+
+/* Several independent multi-calls in one crossing: calls[0..count) cut into nchains chains of
+ * lens[0], lens[1], ... calls (summing to count). Each chain keeps multi_call's semantics on its
+ * own; chains do not wait for each other and one's failure never cancels another. index[i] gets
+ * chain i's 1-based index of its first checked failure, or lens[i] + 1. Returns 0 or a negative
+ * errno (bad input: nothing submitted). */
+int multi_call_chains(struct mc_ring *r, int count, struct mc_call *calls, int nchains,
+                      const int *lens, int *index);
 
 /* Frees the ring (NULL is ignored). */
 void mc_close(struct mc_ring *r);

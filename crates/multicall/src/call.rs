@@ -51,6 +51,22 @@ pub(crate) enum Op {
         msg: *const libc::msghdr,
         flags: i32,
     },
+    /// `read`/`pread` into a registered buffer (`IORING_OP_READ_FIXED`).
+    ReadFixed {
+        fd: RawFd,
+        buf: *mut u8,
+        len: usize,
+        offset: Option<u64>,
+        index: u16,
+    },
+    /// `write`/`pwrite` from a registered buffer (`IORING_OP_WRITE_FIXED`).
+    WriteFixed {
+        fd: RawFd,
+        buf: *const u8,
+        len: usize,
+        offset: Option<u64>,
+        index: u16,
+    },
     RecvMsg {
         fd: RawFd,
         msg: *mut libc::msghdr,
@@ -69,6 +85,12 @@ pub struct Call<'a> {
     pub(crate) op: Op,
     pub(crate) check: bool,
     pub(crate) result: Option<i64>,
+    /// The fd argument is a slot of the ring's fixed-file table ([`Call::fixed`]).
+    pub(crate) fixed: bool,
+    /// openat only: open into this slot of the fixed-file table ([`Call::into_slot`]).
+    pub(crate) slot: Option<u32>,
+    /// openat only: try with `RESOLVE_CACHED` first ([`Call::resolve_cached`]).
+    pub(crate) cached: bool,
     _msg: Option<Box<OwnedMsg>>,
     _borrows: PhantomData<&'a mut [u8]>,
 }
@@ -79,6 +101,9 @@ impl<'a> Call<'a> {
             op,
             check: false,
             result: None,
+            fixed: false,
+            slot: None,
+            cached: false,
             _msg: None,
             _borrows: PhantomData,
         }
@@ -217,6 +242,62 @@ impl<'a> Call<'a> {
         Call::from_op(Op::RecvMsg { fd, msg, flags })
     }
 
+    /// `read` (offset `None`) or `pread` into a buffer registered with
+    /// [`MultiCall::register_buffers`](crate::MultiCall::register_buffers) as number `index`:
+    /// `buf` must lie inside it (else the result is `-EFAULT`). The kernel skips pinning and
+    /// mapping the pages per call. The sequential engine does a plain read/pread.
+    pub fn read_fixed(fd: RawFd, buf: &'a mut [u8], index: u16, offset: Option<u64>) -> Self {
+        Call::from_op(Op::ReadFixed {
+            fd,
+            buf: buf.as_mut_ptr(),
+            len: buf.len(),
+            offset,
+            index,
+        })
+    }
+
+    /// `write` (offset `None`) or `pwrite` from registered buffer `index`; see
+    /// [`read_fixed`](Self::read_fixed).
+    pub fn write_fixed(fd: RawFd, buf: &'a [u8], index: u16, offset: Option<u64>) -> Self {
+        Call::from_op(Op::WriteFixed {
+            fd,
+            buf: buf.as_ptr(),
+            len: buf.len(),
+            offset,
+            index,
+        })
+    }
+
+    /// The fd argument is a slot of the ring's fixed-file table (a *direct descriptor*, see
+    /// [`Options::file_slots`](crate::Options::file_slots)), not a descriptor: the kernel skips
+    /// the descriptor-table lookup and reference count. For read, write, pread, pwrite, the
+    /// fixed-buffer ops, close (empties the slot), fsync, sendmsg and recvmsg; not for the dirfd
+    /// of openat or statx. An empty slot gives `-EBADF`.
+    pub fn fixed(mut self) -> Self {
+        self.fixed = true;
+        self
+    }
+
+    /// openat only: open the file into slot `slot` of the ring's fixed-file table (replacing
+    /// what it held) instead of the process's descriptor table. The result is then 0 on success,
+    /// and the calls after it in the batch use the file as `Call::…(slot, …).fixed()`: this is
+    /// how an openat hands its file on within one batch. `O_CLOEXEC` is ignored (a slot is never
+    /// inherited by exec).
+    pub fn into_slot(mut self, slot: u32) -> Self {
+        self.slot = Some(slot);
+        self
+    }
+
+    /// openat only: resolve the path from the dentry cache alone (`openat2` with
+    /// `RESOLVE_CACHED`), so the open completes inline instead of being handed to an io-wq worker
+    /// thread. If that needs I/O (`-EAGAIN`) the engine runs the rest of the batch again from this
+    /// openat without the flag, in a second crossing; the result slot only ever shows the final
+    /// result. No effect in the sequential engine.
+    pub fn resolve_cached(mut self) -> Self {
+        self.cached = true;
+        self
+    }
+
     /// Checks this operation: if it fails, the batch stops here (see the crate docs).
     pub fn checked(self) -> Self {
         self.check(true)
@@ -251,18 +332,46 @@ impl<'a> Call<'a> {
     /// The length a complete transfer returns, for the operations whose short transfers fail.
     fn expected_len(&self) -> Option<u64> {
         match self.op {
-            Op::Read { len, .. } | Op::Write { len, .. } => Some(len as u64),
+            Op::Read { len, .. }
+            | Op::Write { len, .. }
+            | Op::ReadFixed { len, .. }
+            | Op::WriteFixed { len, .. } => Some(len as u64),
             Op::SendMsg { msg, flags, .. } if flags & libc::MSG_WAITALL != 0 => iov_total(msg),
             Op::RecvMsg { msg, flags, .. } if flags & libc::MSG_WAITALL != 0 => iov_total(msg),
             _ => None,
         }
     }
 
-    /// Rejects what cannot be submitted as asked (`index` is 1-based).
-    pub(crate) fn validate(&self, index: usize) -> Result<(), Error> {
+    /// Rejects what cannot be submitted as asked (`index` is 1-based; `file_slots` is the size
+    /// of the engine's fixed-file table).
+    pub(crate) fn validate(&self, index: usize, file_slots: u32) -> Result<(), Error> {
         let bad = |what| Err(Error::InvalidArgument { index, what });
+        let is_open = matches!(self.op, Op::OpenAt { .. });
+        if self.fixed {
+            if matches!(self.op, Op::OpenAt { .. } | Op::Statx { .. }) {
+                return bad("openat and statx take a descriptor as dirfd, not a fixed-file slot");
+            }
+            match self.op.fd() {
+                Some(fd) if fd >= 0 && (fd as u32) < file_slots => {}
+                _ => return bad("fixed-file slot out of the ring's table (Options::file_slots)"),
+            }
+        }
+        if let Some(slot) = self.slot {
+            if !is_open {
+                return bad("into_slot applies to openat only");
+            }
+            if slot >= file_slots {
+                return bad("into_slot: slot out of the ring's table (Options::file_slots)");
+            }
+        }
+        if self.cached && !is_open {
+            return bad("resolve_cached applies to openat only");
+        }
         match self.op {
-            Op::Read { len, offset, .. } | Op::Write { len, offset, .. } => {
+            Op::Read { len, offset, .. }
+            | Op::Write { len, offset, .. }
+            | Op::ReadFixed { len, offset, .. }
+            | Op::WriteFixed { len, offset, .. } => {
                 if len > u32::MAX as usize {
                     return bad("transfer longer than u32::MAX bytes");
                 }
@@ -272,6 +381,23 @@ impl<'a> Call<'a> {
                 Ok(())
             }
             _ => Ok(()),
+        }
+    }
+}
+
+impl Op {
+    /// The descriptor (or fixed-file slot) argument, for the operations that take one.
+    pub(crate) fn fd(&self) -> Option<RawFd> {
+        match *self {
+            Op::Read { fd, .. }
+            | Op::Write { fd, .. }
+            | Op::ReadFixed { fd, .. }
+            | Op::WriteFixed { fd, .. }
+            | Op::Close { fd }
+            | Op::Fsync { fd, .. }
+            | Op::SendMsg { fd, .. }
+            | Op::RecvMsg { fd, .. } => Some(fd),
+            Op::OpenAt { .. } | Op::Statx { .. } => None,
         }
     }
 }
@@ -301,6 +427,15 @@ fn iov_total(msg: *const libc::msghdr) -> Option<u64> {
     // SAFETY: as above, msg_iov points to msg_iovlen valid iovecs.
     let iov = unsafe { std::slice::from_raw_parts(msg.msg_iov, count) };
     Some(iov.iter().map(|v| v.iov_len as u64).sum())
+}
+
+/// The `(start, end)` range of each chain of a batch cut into chains of `lens` operations.
+pub(crate) fn chains(lens: &[usize]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    lens.iter().scan(0, |start, &len| {
+        let range = (*start, *start + len);
+        *start += len;
+        Some(range)
+    })
 }
 
 /// 1-based index of the first checked failure, else `calls.len() + 1` (the paper's return value).

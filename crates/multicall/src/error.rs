@@ -63,6 +63,15 @@ pub enum Error {
         /// The unknown code.
         code: i32,
     },
+    /// Registering files, buffers or the ring's descriptor with the kernel failed.
+    #[error("io_uring could not register {what}")]
+    Register {
+        /// What was being registered.
+        what: &'static str,
+        /// The error `io_uring_register` returned.
+        #[source]
+        source: io::Error,
+    },
     /// `io_uring_enter` failed for a reason other than a signal or a transient shortage. No
     /// operation of the batch is in flight any more; results of those that ran are set.
     #[error("io_uring_enter failed")]
@@ -84,6 +93,7 @@ impl Error {
         match self {
             Error::Unavailable { source, .. }
             | Error::Setup { source, .. }
+            | Error::Register { source, .. }
             | Error::Submit(source) => source.raw_os_error().unwrap_or(libc::EIO),
             Error::InvalidRingSize { .. } | Error::EmptyBatch | Error::InvalidArgument { .. } => {
                 libc::EINVAL

@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_long, c_uint, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::call::{Call, Op};
-use crate::{Error, MultiCall};
+use crate::{Error, MultiCall, Options};
 
 /// Operation codes (`enum mc_op` in the header).
 pub const MC_READ: c_int = 1;
@@ -31,6 +31,18 @@ pub const MC_SENDMSG: c_int = 9;
 pub const MC_RECVMSG: c_int = 10;
 /// `args[1]` of `MC_FSYNC`: `fdatasync` instead of `fsync`.
 pub const MC_FSYNC_DATASYNC: c_long = 1;
+/// The operation code proper, in the low byte of `op`; the bits above are flags.
+pub const MC_OP_MASK: c_int = 0xff;
+/// Flag of `op`: the fd argument is a slot of the fixed-file table (`Call::fixed`).
+pub const MC_FIXED: c_int = 0x100;
+/// Flag of `op` for `MC_OPENAT`: `RESOLVE_CACHED` first (`Call::resolve_cached`).
+pub const MC_RESOLVE_CACHED: c_int = 0x200;
+/// Flag of `op` for `MC_OPENAT`: open into the slot in `args[4]` (`Call::into_slot`).
+pub const MC_INTO_SLOT: c_int = 0x400;
+/// `mc_open_opts` flag: SQPOLL (idle 1 s; the polling thread's CPU is the caller's).
+pub const MC_OPEN_SQPOLL: c_int = 1;
+/// `mc_open_opts` flag: do not register the ring's fd.
+pub const MC_OPEN_NO_RING_FD: c_int = 2;
 
 /// `struct mc_call`: one operation, its arguments, check flag and result slot.
 #[repr(C)]
@@ -95,6 +107,71 @@ pub extern "C" fn mc_open(entries: c_uint) -> *mut McRing {
     })
 }
 
+/// Opens a ring with options: `file_slots` fixed-file slots (0: none), `flags` an OR of
+/// `MC_OPEN_*`. Falls back to nothing: NULL with errno set, as `mc_open`.
+#[no_mangle]
+pub extern "C" fn mc_open_opts(entries: c_uint, file_slots: c_uint, flags: c_int) -> *mut McRing {
+    catch_unwind(|| {
+        if flags & !(MC_OPEN_SQPOLL | MC_OPEN_NO_RING_FD) != 0 {
+            return fail_open(&Error::InvalidArgument {
+                index: 0,
+                what: "unknown mc_open_opts flag",
+            });
+        }
+        let opts = Options::new(entries)
+            .file_slots(file_slots)
+            .sqpoll((flags & MC_OPEN_SQPOLL != 0).then_some(1000))
+            .register_ring_fd(flags & MC_OPEN_NO_RING_FD == 0);
+        match MultiCall::with_options(&opts) {
+            Ok(mc) => boxed(mc),
+            Err(e) => fail_open(&e),
+        }
+    })
+    .unwrap_or_else(|_| {
+        set_errno(libc::ENOTRECOVERABLE);
+        std::ptr::null_mut()
+    })
+}
+
+/// Puts `count` descriptors into the fixed-file table from slot `first` on; 0 or -errno.
+///
+/// # Safety
+/// `r` is NULL or a live handle; `fds` points to `count` ints.
+#[no_mangle]
+pub unsafe extern "C" fn mc_register_files(
+    r: *mut McRing,
+    first: c_uint,
+    fds: *const c_int,
+    count: c_int,
+) -> c_int {
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: by the caller's contract.
+        let (Some(ring), false, true) = (unsafe { r.as_mut() }, fds.is_null(), count >= 0) else {
+            return -libc::EINVAL;
+        };
+        // SAFETY: fds points to count ints (caller's contract).
+        let fds = unsafe { std::slice::from_raw_parts(fds, count as usize) };
+        match ring.mc.register_files(first, fds) {
+            Ok(()) => 0,
+            Err(e) => -e.errno(),
+        }
+    }))
+    .unwrap_or(-libc::ENOTRECOVERABLE)
+}
+
+/// Kernel crossings made by `r` so far (`MultiCall::enters`); -EINVAL for NULL.
+///
+/// # Safety
+/// `r` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn mc_enters(r: *const McRing) -> i64 {
+    // SAFETY: by the caller's contract.
+    match unsafe { r.as_ref() } {
+        None => -i64::from(libc::EINVAL),
+        Some(r) => r.mc.enters() as i64,
+    }
+}
+
 /// Opens the fallback: same semantics, one plain system call per operation.
 #[no_mangle]
 pub extern "C" fn mc_open_sequential() -> *mut McRing {
@@ -155,30 +232,119 @@ unsafe fn multi_call_inner(r: *mut McRing, count: c_int, calls: *mut McCall) -> 
     if count <= 0 {
         return -libc::EINVAL;
     }
+    let mut index = [0usize];
+    // SAFETY: forwarded caller contract.
+    match unsafe { run_inner(r, count, calls, &[count as usize], &mut index) } {
+        Ok(()) => index[0] as c_int,
+        Err(e) => e,
+    }
+}
+
+/// Runs `nchains` independent multi-calls in one kernel crossing: `calls` cut into chains of
+/// `lens[0]`, `lens[1]`, ... calls (their sum is `count`). `index[i]` gets chain i's 1-based index
+/// of its first checked failure, or `lens[i] + 1`. Returns 0, or a negative errno for bad input
+/// (nothing submitted).
+///
+/// # Safety
+/// As `multi_call`; `lens` and `index` point to `nchains` ints each.
+#[no_mangle]
+pub unsafe extern "C" fn multi_call_chains(
+    r: *mut McRing,
+    count: c_int,
+    calls: *mut McCall,
+    nchains: c_int,
+    lens: *const c_int,
+    index: *mut c_int,
+) -> c_int {
+    catch_unwind(AssertUnwindSafe(|| {
+        if count <= 0 || nchains <= 0 || lens.is_null() || index.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: lens and index point to nchains ints (caller's contract).
+        let (lens, index) = unsafe {
+            (
+                std::slice::from_raw_parts(lens, nchains as usize),
+                std::slice::from_raw_parts_mut(index, nchains as usize),
+            )
+        };
+        let Ok(lens): Result<Vec<usize>, _> = lens.iter().map(|&l| usize::try_from(l)).collect()
+        else {
+            return -libc::EINVAL;
+        };
+        let mut out = vec![0usize; lens.len()];
+        // SAFETY: forwarded caller contract.
+        match unsafe { run_inner(r, count, calls, &lens, &mut out) } {
+            Ok(()) => {
+                for (slot, i) in index.iter_mut().zip(out) {
+                    *slot = i as c_int;
+                }
+                0
+            }
+            Err(e) => e,
+        }
+    }))
+    .unwrap_or(-libc::ENOTRECOVERABLE)
+}
+
+/// Decodes and runs a batch; `Err` is the negative errno to return.
+unsafe fn run_inner(
+    r: *mut McRing,
+    count: c_int,
+    calls: *mut McCall,
+    lens: &[usize],
+    index: &mut [usize],
+) -> Result<(), c_int> {
     // SAFETY: by the caller's contract r is NULL or live and not used concurrently.
     let (Some(ring), false) = (unsafe { r.as_mut() }, calls.is_null()) else {
-        return -libc::EINVAL;
+        return Err(-libc::EINVAL);
     };
     // SAFETY: calls is non-null and points to count mc_calls (caller's contract).
     let slots = unsafe { std::slice::from_raw_parts_mut(calls, count as usize) };
     ring.scratch.clear();
     for (i, slot) in slots.iter().enumerate() {
-        match decode(slot, i + 1) {
-            Ok(op) => ring.scratch.push(Call::from_op(op).check(slot.check != 0)),
-            Err(e) => return -e.errno(),
+        match decode_call(slot, i + 1) {
+            Ok(call) => ring.scratch.push(call.check(slot.check != 0)),
+            Err(e) => {
+                ring.scratch.clear();
+                return Err(-e.errno());
+            }
         }
     }
-    let outcome = ring.mc.run(&mut ring.scratch);
+    let outcome = ring.mc.run_chains(&mut ring.scratch, lens, index);
     for (slot, call) in slots.iter_mut().zip(&ring.scratch) {
         if let Some(result) = call.result {
             slot.result = result as c_long;
         }
     }
     ring.scratch.clear();
-    match outcome {
-        Ok(index) => index as c_int,
-        Err(e) => -e.errno(),
+    outcome.map_err(|e| -e.errno())
+}
+
+/// The call an `mc_call` describes, with the flags of its `op` applied.
+fn decode_call(c: &McCall, index: usize) -> Result<Call<'static>, Error> {
+    let flags = c.op & !MC_OP_MASK;
+    if flags & !(MC_FIXED | MC_RESOLVE_CACHED | MC_INTO_SLOT) != 0 {
+        return Err(Error::Unsupported { index, code: c.op });
     }
+    let plain = McCall {
+        op: c.op & MC_OP_MASK,
+        ..*c
+    };
+    let mut call = Call::from_op(decode(&plain, index)?);
+    if flags & MC_FIXED != 0 {
+        call = call.fixed();
+    }
+    if flags & MC_RESOLVE_CACHED != 0 {
+        call = call.resolve_cached();
+    }
+    if flags & MC_INTO_SLOT != 0 {
+        let slot = u32::try_from(c.args[4]).map_err(|_| Error::InvalidArgument {
+            index,
+            what: "slot out of range",
+        })?;
+        call = call.into_slot(slot);
+    }
+    Ok(call)
 }
 
 /// The operation an `mc_call` describes (`index` is 1-based, for errors).

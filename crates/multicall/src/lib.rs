@@ -99,9 +99,11 @@ mod call;
 mod error;
 pub mod ffi;
 mod multicall;
+mod options;
 mod sequential;
 mod uring;
 
 pub use call::Call;
 pub use error::Error;
-pub use multicall::MultiCall;
+pub use multicall::{with_thread_ring, MultiCall};
+pub use options::Options;

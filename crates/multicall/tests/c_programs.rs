@@ -292,3 +292,64 @@ fn syscall_cost_prints_both_costs_and_the_ratio() {
     );
     assert!(lines[2].starts_with("ratio:"), "{text}");
 }
+
+#[test]
+fn from_c_an_openat_hands_its_file_on_through_a_slot_in_independent_chains() {
+    let s = Scratch::new();
+    std::fs::write(s.path("a"), b"first").unwrap();
+    std::fs::write(s.path("b"), b"second").unwrap();
+    let src = s.path("slots.c");
+    std::fs::write(
+        &src,
+        format!(
+            r#"#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include "pkprof_multicall.h"
+_Static_assert(MC_OP_MASK == {mask} && MC_FIXED == {fixed} && MC_RESOLVE_CACHED == {cached} && MC_INTO_SLOT == {into}, "flags");
+_Static_assert(MC_OPEN_SQPOLL == {sqpoll} && MC_OPEN_NO_RING_FD == {noringfd}, "open flags");
+int main(void)
+{{
+    struct mc_ring *r = mc_open_opts(8, 2, 0);
+    if (!r) {{ perror(mc_last_error()); return 2; }}
+    char a[16] = {{0}}, b[16] = {{0}};
+    struct mc_call c[6] = {{
+        {{ .op = MC_OPENAT | MC_INTO_SLOT | MC_RESOLVE_CACHED, .check = 1,
+           .args = {{ AT_FDCWD, (long)"{dir}/a", O_RDONLY | O_CLOEXEC, 0, 0 }} }},
+        {{ .op = MC_READ | MC_FIXED, .args = {{ 0, (long)a, sizeof a }} }},
+        {{ .op = MC_CLOSE | MC_FIXED, .args = {{ 0 }} }},
+        {{ .op = MC_OPENAT | MC_INTO_SLOT, .check = 1,
+           .args = {{ AT_FDCWD, (long)"{dir}/missing", O_RDONLY, 0, 1 }} }},
+        {{ .op = MC_READ | MC_FIXED, .args = {{ 1, (long)b, sizeof b }} }},
+        {{ .op = MC_OPENAT | MC_INTO_SLOT, .check = 1,
+           .args = {{ AT_FDCWD, (long)"{dir}/b", O_RDONLY, 0, 2 }} }}, /* slot 2: out of the table */
+    }};
+    int lens[2] = {{ 3, 2 }}, index[2] = {{ 0, 0 }};
+    if (multi_call_chains(r, 6, c, 2, lens, index) != -EINVAL) return 3; /* lens sum 5 != 6 */
+    if (multi_call_chains(r, 6, c, 3, (int[]){{3, 2, 1}}, (int[3]){{0}}) != -EINVAL) return 4;
+    if (multi_call_chains(r, 5, c, 2, lens, index) != 0) return 5;
+    if (index[0] != 4 || index[1] != 1) return 6;
+    if (c[0].result != 0 || c[1].result != 5 || c[2].result != 0) return 7;
+    if (c[3].result != -ENOENT || c[4].result != -ECANCELED || strcmp(a, "first")) return 8;
+    if (mc_enters(r) < 1) return 9;
+    struct mc_call bad = {{ .op = MC_READ | 0x800, .args = {{ 0 }} }};
+    if (multi_call(r, 1, &bad) != -EOPNOTSUPP) return 10;
+    mc_close(r);
+    return 0;
+}}
+"#,
+            dir = s.dir.path().display(),
+            mask = MC_OP_MASK,
+            fixed = MC_FIXED,
+            cached = MC_RESOLVE_CACHED,
+            into = MC_INTO_SLOT,
+            sqpoll = MC_OPEN_SQPOLL,
+            noringfd = MC_OPEN_NO_RING_FD,
+        ),
+    )
+    .unwrap();
+    let exe = s.path("slots");
+    cc(&exe, &src, true);
+    run_ok(&mut Command::new(&exe));
+}

@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use common::*;
-use pkprof_multicall::{ffi, Call, Error, MultiCall};
+use pkprof_multicall::{ffi, with_thread_ring, Call, Error, MultiCall, Options};
 
 const SYSCTL: &str = "/proc/sys/kernel/io_uring_disabled";
 
@@ -90,6 +90,28 @@ fn without_io_uring_the_error_is_clear_and_the_fallback_gives_the_same_results()
     assert!(fallback.is_sequential());
     let got = reference_batch(&mut fallback, &s, "sequential");
     assert_eq!(got, expected, "the fallback must give io_uring's results");
+
+    // With options: the fallback keeps its (emulated) slots and says why it is sequential.
+    let opts = Options::new(8).file_slots(2);
+    let mut fallback = MultiCall::with_options_or_sequential(&opts).unwrap();
+    assert!(fallback.is_sequential());
+    assert_eq!(fallback.file_slots(), 2);
+    let why = fallback.describe();
+    assert!(
+        why.starts_with("sequential (io_uring is unavailable: "),
+        "{why}"
+    );
+    assert!(why.contains("kernel.io_uring_disabled = 2"), "{why}");
+    let got = reference_batch(&mut fallback, &s, "sequential-opts");
+    assert_eq!(
+        got, expected,
+        "the fallback with options must give io_uring's results"
+    );
+    let thread_ring = with_thread_ring(&opts, |mc| mc.describe()).unwrap();
+    assert!(
+        thread_ring.contains("io_uring_disabled = 2"),
+        "{thread_ring}"
+    );
 
     drop(restore);
     assert_eq!(
