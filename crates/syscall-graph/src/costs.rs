@@ -105,6 +105,10 @@ pub struct OpCost {
     pub op: String,
     /// A key of `CostTable::targets`: file, tmpfs, pipe, unix, tcp.
     pub on: String,
+    /// How the batched op was issued: "" (plain descriptors), "fixed file" (the descriptor in
+    /// the ring's fixed-file table), "RESOLVE_CACHED" (openat)... The advice uses the cheapest.
+    #[serde(default)]
+    pub variant: String,
     /// One system call, crossing included.
     pub plain: Measure,
     /// Each op inside a batch, beyond the batch's fixed cost (None: batches unavailable).
@@ -140,6 +144,9 @@ pub struct CostTable {
     pub mode: String,
     /// Ops per batch in the batched measures.
     pub batch_size: u32,
+    /// What ran the batches (`MultiCall::describe`).
+    #[serde(default)]
+    pub engine: String,
     /// What each `on` is, e.g. file: "page-cache file on ext4 in /var/tmp".
     pub targets: BTreeMap<String, String>,
     /// A system call that does nothing (`getppid`): the crossing.
@@ -151,8 +158,17 @@ pub struct CostTable {
 }
 
 impl CostTable {
+    /// The op on `on`, in the variant whose batch of `batch_size` costs least per op.
     pub fn op(&self, op: &str, on: &str) -> Option<&OpCost> {
-        self.ops.iter().find(|o| o.op == op && o.on == on)
+        let n = f64::from(self.batch_size.max(1));
+        let per_op = |o: &OpCost| match (o.batched, o.batch_fixed) {
+            (Some(b), Some(f)) => b.median_ns + f.median_ns / n,
+            _ => f64::INFINITY,
+        };
+        self.ops
+            .iter()
+            .filter(|o| o.op == op && o.on == on)
+            .min_by(|a, b| per_op(a).total_cmp(&per_op(b)))
     }
 
     pub fn single_call(&self, call: &str) -> Option<&SingleCallCost> {
@@ -408,8 +424,13 @@ fn estimate_batch(
         fixed_high += fixed.p25_ns * ops;
         fixed_n += ops;
         noisy |= cost.plain.noisy() || batched.noisy() || fixed.noisy();
+        let variant = if cost.variant.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", cost.variant)
+        };
         let line = format!(
-            "a batched {op} costs {} here against {} plain",
+            "a batched {op}{variant} costs {} here against {} plain",
             format_ns(batched.median_ns),
             format_ns(cost.plain.median_ns)
         );
@@ -647,6 +668,7 @@ mod tests {
         OpCost {
             op: op.into(),
             on: on.into(),
+            variant: String::new(),
             plain: m(plain),
             batched: Some(m(batched)),
             batch_fixed: Some(m(fixed)),
@@ -667,6 +689,7 @@ mod tests {
             seconds: 1.0,
             mode: "quick".into(),
             batch_size: 16,
+            engine: "io_uring".into(),
             targets: BTreeMap::new(),
             crossing: m(100.0),
             batched_unavailable: None,
@@ -708,6 +731,28 @@ mod tests {
         let c = &a.clusters[0];
         let (s, saving, _) = advise(&table(), c, &a.threads[0].graph);
         (s, saving)
+    }
+
+    /// The cheapest variant of an op is the one estimated with, and named.
+    #[test]
+    fn the_cheapest_variant_is_used() {
+        let mut t = table();
+        let mut fixed = op("statx", "file", 2000.0, 500.0, 700.0);
+        fixed.variant = "fixed file".into();
+        t.ops.push(fixed);
+        assert_eq!(t.op("statx", "file").unwrap().variant, "fixed file");
+        assert_eq!(t.op("pread", "file").unwrap().variant, "");
+        let a = analysis(&["statx", "close"], 100, 500);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let Saving::Estimated(e) = saving else {
+            panic!("{saving:?}")
+        };
+        assert!(
+            e.basis
+                .contains("a batched statx (fixed file) costs 500 ns"),
+            "{}",
+            e.basis
+        );
     }
 
     #[test]

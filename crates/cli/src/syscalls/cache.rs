@@ -123,6 +123,7 @@ mod tests {
             seconds: 1.0,
             mode: "quick".into(),
             batch_size: 16,
+            engine: String::new(),
             targets: Default::default(),
             crossing: m,
             batched_unavailable: None,

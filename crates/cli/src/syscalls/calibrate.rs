@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use pkprof_multicall::{Call, MultiCall};
+use pkprof_multicall::{Call, MultiCall, Options};
 use pkprof_syscall_graph::costs::{
     CalibrationKey, CostTable, Measure, OpCost, SingleCallCost, COSTS_SCHEMA,
 };
@@ -141,6 +141,8 @@ fn elapsed_ns(t: Instant) -> f64 {
 /// read/write/pread/pwrite of `BLOCK` bytes on a file of at least `ops` blocks.
 struct FileRw {
     fd: RawFd,
+    /// Batched through slot 0 of the ring's fixed-file table.
+    fixed: bool,
     write: bool,
     positioned: bool,
     bufs: Vec<Vec<u8>>,
@@ -188,19 +190,24 @@ impl Bench for FileRw {
 
     fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
         self.rewind()?;
-        let fd = self.fd;
+        let (fd, fixed) = if self.fixed {
+            (0, true)
+        } else {
+            (self.fd, false)
+        };
         let offsets: Vec<u64> = (0..m).map(|i| self.offset(i)).collect();
         let (write, positioned) = (self.write, self.positioned);
         let t = Instant::now();
         for chunk in offsets.chunks(k) {
             let mut calls: Vec<Call> = Vec::with_capacity(k);
             for (buf, &off) in self.bufs.iter_mut().zip(chunk) {
-                calls.push(match (write, positioned) {
+                let call = match (write, positioned) {
                     (false, false) => Call::read(fd, buf),
                     (false, true) => Call::pread(fd, buf, off),
                     (true, false) => Call::write(fd, buf),
                     (true, true) => Call::pwrite(fd, buf, off),
-                });
+                };
+                calls.push(if fixed { call.fixed() } else { call });
             }
             mc.run(&mut calls)?;
             check_batch(&calls, "read/write")?;
@@ -214,6 +221,8 @@ impl Bench for FileRw {
 struct OpenClose {
     path: CString,
     open: bool,
+    /// Batched openat with RESOLVE_CACHED.
+    cached: bool,
 }
 
 impl OpenClose {
@@ -261,7 +270,14 @@ impl Bench for OpenClose {
                 let t = Instant::now();
                 for _ in 0..BATCH / k {
                     let mut calls: Vec<Call> = (0..k)
-                        .map(|_| Call::openat(libc::AT_FDCWD, &self.path, libc::O_RDONLY, 0))
+                        .map(|_| {
+                            let c = Call::openat(libc::AT_FDCWD, &self.path, libc::O_RDONLY, 0);
+                            if self.cached {
+                                c.resolve_cached()
+                            } else {
+                                c
+                            }
+                        })
                         .collect();
                     mc.run(&mut calls)?;
                     check_batch(&calls, "openat")?;
@@ -381,6 +397,8 @@ struct Stream {
     rx: OwnedFd,
     send: bool,
     socket: bool,
+    /// Batched through slots 0 (tx) and 1 (rx) of the ring's fixed-file table.
+    fixed: bool,
     bufs: Vec<Vec<u8>>,
 }
 
@@ -465,12 +483,21 @@ impl Bench for Stream {
     }
 
     fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
-        let (tx, rx, len, socket) = (
+        let (tx, rx, len, socket, fixed) = (
             self.tx.as_raw_fd(),
             self.rx.as_raw_fd(),
             self.len(),
             self.socket,
+            self.fixed,
         );
+        let (tx, rx) = if fixed { (0, 1) } else { (tx, rx) };
+        fn fix(c: Call<'_>, fixed: bool) -> Call<'_> {
+            if fixed {
+                c.fixed()
+            } else {
+                c
+            }
+        }
         let mut ns = 0.0;
         for _ in 0..m / BATCH {
             if self.send {
@@ -484,11 +511,12 @@ impl Bench for Stream {
                         .iter()
                         .zip(&self.bufs)
                         .map(|(iov, b)| {
-                            if socket {
+                            let c = if socket {
                                 Call::sendmsg(tx, iov, 0)
                             } else {
                                 Call::write(tx, &b[..len])
-                            }
+                            };
+                            fix(c, fixed)
                         })
                         .collect();
                     mc.run(&mut calls)?;
@@ -513,13 +541,13 @@ impl Bench for Stream {
                     let mut calls: Vec<Call> = iovs
                         .iter_mut()
                         .map(|iov| {
-                            if socket {
+                            let c = if socket {
                                 Call::recvmsg(rx, iov, libc::MSG_WAITALL)
                             } else {
-                                // SAFETY-free: a read into the same buffer the iovec names.
                                 let b: &mut [u8] = &mut iov[0];
                                 Call::read(rx, b)
-                            }
+                            };
+                            fix(c, fixed)
                         })
                         .collect();
                     mc.run(&mut calls)?;
@@ -676,12 +704,19 @@ fn crossing(mode: Mode) -> Result<Measure> {
 /// Measures the whole table; `progress` gets one line per figure.
 pub fn calibrate(mode: Mode, progress: &mut dyn FnMut(&str)) -> Result<CostTable> {
     let started = Instant::now();
-    let mut mc = match MultiCall::new((2 * BATCH) as u32) {
+    // The library's cheapest set-up for these batches: a fixed-file table for the "fixed file"
+    // variants (and the registered ring fd, its default).
+    let options = Options::new((2 * BATCH) as u32).file_slots(2);
+    let mut mc = match MultiCall::with_options(&options) {
         Ok(mc) => Ok(mc),
         Err(e @ pkprof_multicall::Error::Unavailable { .. }) => Err(e.to_string()),
         Err(e) => return Err(e).context("opening an io_uring for the calibration"),
     };
     let batched_unavailable = mc.as_ref().err().cloned();
+    let engine = match &mc {
+        Ok(mc) => mc.describe(),
+        Err(why) => format!("nothing: {why}"),
+    };
     let mut targets = BTreeMap::new();
     let mut ops = Vec::new();
     let crossing = crossing(mode)?;
@@ -709,46 +744,50 @@ pub fn calibrate(mode: Mode, progress: &mut dyn FnMut(&str)) -> Result<CostTable
         );
         let (path, file) = scratch.file("data", blocks)?;
         let fd = file.as_raw_fd();
+        if let Ok(mc) = mc.as_mut() {
+            mc.register_files(0, &[fd])
+                .context("registering the calibration file")?;
+        }
         for (op, write, positioned) in [
             ("read", false, false),
             ("write", true, false),
             ("pread", false, true),
             ("pwrite", true, true),
         ] {
-            let mut b = FileRw {
-                fd,
-                write,
-                positioned,
-                bufs: bufs(BLOCK),
-            };
-            ops.push(op_cost(op, on, &mut b, mc.as_mut().ok(), mode, progress)?);
+            for fixed in [false, true] {
+                let mut b = FileRw {
+                    fd,
+                    fixed,
+                    write,
+                    positioned,
+                    bufs: bufs(BLOCK),
+                };
+                let variant = if fixed { "fixed file" } else { "" };
+                let m = mc.as_mut().ok();
+                ops.push(op_cost(op, on, variant, &mut b, m, mode, progress)?);
+            }
         }
         let p = cstring(&path);
-        for (op, open) in [("openat", true), ("close", false)] {
+        for (op, open, cached) in [
+            ("openat", true, false),
+            ("openat", true, true),
+            ("close", false, false),
+        ] {
             let mut b = OpenClose {
                 path: p.clone(),
                 open,
+                cached,
             };
-            ops.push(op_cost(op, on, &mut b, mc.as_mut().ok(), mode, progress)?);
+            let variant = if cached { "RESOLVE_CACHED" } else { "" };
+            let m = mc.as_mut().ok();
+            ops.push(op_cost(op, on, variant, &mut b, m, mode, progress)?);
         }
         let mut b = Statx { path: p.clone() };
-        ops.push(op_cost(
-            "statx",
-            on,
-            &mut b,
-            mc.as_mut().ok(),
-            mode,
-            progress,
-        )?);
+        let m = mc.as_mut().ok();
+        ops.push(op_cost("statx", on, "", &mut b, m, mode, progress)?);
         let mut b = Fsync { fd };
-        ops.push(op_cost(
-            "fsync",
-            on,
-            &mut b,
-            mc.as_mut().ok(),
-            mode,
-            progress,
-        )?);
+        let m = mc.as_mut().ok();
+        ops.push(op_cost("fsync", on, "", &mut b, m, mode, progress)?);
     }
 
     type Opener = fn() -> Result<(OwnedFd, OwnedFd)>;
@@ -775,15 +814,24 @@ pub fn calibrate(mode: Mode, progress: &mut dyn FnMut(&str)) -> Result<CostTable
             ["write", "read"]
         };
         for (op, send) in names.into_iter().zip([true, false]) {
-            let (tx, rx) = open()?;
-            let mut b = Stream {
-                tx,
-                rx,
-                send,
-                socket,
-                bufs: bufs(BLOCK),
-            };
-            ops.push(op_cost(op, on, &mut b, mc.as_mut().ok(), mode, progress)?);
+            for fixed in [false, true] {
+                let (tx, rx) = open()?;
+                if let Ok(mc) = mc.as_mut() {
+                    mc.register_files(0, &[tx.as_raw_fd(), rx.as_raw_fd()])
+                        .context("registering the calibration pair")?;
+                }
+                let mut b = Stream {
+                    tx,
+                    rx,
+                    send,
+                    socket,
+                    fixed,
+                    bufs: bufs(BLOCK),
+                };
+                let variant = if fixed { "fixed file" } else { "" };
+                let m = mc.as_mut().ok();
+                ops.push(op_cost(op, on, variant, &mut b, m, mode, progress)?);
+            }
         }
     }
 
@@ -800,6 +848,7 @@ pub fn calibrate(mode: Mode, progress: &mut dyn FnMut(&str)) -> Result<CostTable
         seconds: started.elapsed().as_secs_f64(),
         mode: mode.name().into(),
         batch_size: BATCH as u32,
+        engine,
         targets,
         crossing,
         batched_unavailable,
@@ -808,9 +857,11 @@ pub fn calibrate(mode: Mode, progress: &mut dyn FnMut(&str)) -> Result<CostTable
     })
 }
 
+#[allow(clippy::too_many_arguments)] // the figure's name, its bench, and where to report
 fn op_cost(
     op: &str,
     on: &str,
+    variant: &str,
     bench: &mut dyn Bench,
     mc: Option<&mut MultiCall>,
     mode: Mode,
@@ -819,7 +870,7 @@ fn op_cost(
     let (plain, batched) =
         measure_op(bench, mc, mode).with_context(|| format!("calibrating {op} on {on}"))?;
     progress(&format!(
-        "{op} on {on}: plain {:.0} ns{}",
+        "{op} on {on} {variant}: plain {:.0} ns{}",
         plain.median_ns,
         batched.map_or(String::new(), |(b, f)| format!(
             ", batched {:.0} ns + {:.0} ns per batch",
@@ -829,6 +880,7 @@ fn op_cost(
     Ok(OpCost {
         op: op.into(),
         on: on.into(),
+        variant: variant.into(),
         plain,
         batched: batched.map(|(b, _)| b),
         batch_fixed: batched.map(|(_, f)| f),
@@ -848,7 +900,10 @@ fn single_calls(
     let (_, dst) = scratch.file("dst", blocks)?;
     let (src, dst) = (src.as_raw_fd(), dst.as_raw_fd());
     let mut out = Vec::new();
-    let plain = |op: &str| ops.iter().find(|o| o.op == op && o.on == "file");
+    let plain = |op: &str| {
+        ops.iter()
+            .find(|o| o.op == op && o.on == "file" && o.variant.is_empty())
+    };
 
     // copy_file_range of the whole file against the 4 KiB read + write loop, per 4 KiB.
     let mut loop_ns = Vec::new();

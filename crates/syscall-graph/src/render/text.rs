@@ -320,6 +320,7 @@ pub fn cost_table(
          (noisy: the machine was busy).",
         NOISY_SPREAD * 100.0
     )?;
+    writeln!(out, "  batches run by {}", t.engine)?;
     for (on, what) in &t.targets {
         writeln!(out, "  {on:6} {what}")?;
     }
@@ -338,8 +339,8 @@ pub fn cost_table(
     }
     writeln!(
         out,
-        "{:8} {:6} {:>24} {:>24} {:>24} {:>12}",
-        "op", "on", "plain", "batched per op", "per batch", "saving/op"
+        "{:8} {:6} {:14} {:>24} {:>24} {:>24} {:>12}",
+        "op", "on", "batched as", "plain", "batched per op", "per batch", "saving/op"
     )?;
     for o in &t.ops {
         let (b, f, save) = match (o.batched, o.batch_fixed) {
@@ -352,9 +353,14 @@ pub fn cost_table(
         };
         writeln!(
             out,
-            "{:8} {:6} {:>24} {:>24} {:>24} {:>12}",
+            "{:8} {:6} {:14} {:>24} {:>24} {:>24} {:>12}",
             o.op,
             o.on,
+            if o.variant.is_empty() {
+                "fd"
+            } else {
+                &o.variant
+            },
             measure_cell(&o.plain),
             b,
             f,
