@@ -755,6 +755,55 @@ mod tests {
         );
     }
 
+    /// The text report says which table it used, each cluster's time saved, and "unknown"
+    /// without a table; without costs it says nothing about time (the library's default).
+    #[test]
+    fn reports_show_the_table_and_the_savings() {
+        let text = |costs: Costs| {
+            let a = analysis(&["statx", "close"], 100, 500).with_costs(costs);
+            let mut out = Vec::new();
+            crate::render::text::write(&a, &mut out).unwrap();
+            let mut json = Vec::new();
+            crate::render::json::write(&a, &mut json).unwrap();
+            (
+                String::from_utf8(out).unwrap(),
+                String::from_utf8(json).unwrap(),
+            )
+        };
+        let (t, j) = text(Costs::NotGiven);
+        assert!(
+            !t.contains("Time saved") && !t.contains("time saved"),
+            "{t}"
+        );
+        assert!(!j.contains("\"costs\"") && !j.contains("\"saving\""), "{j}");
+        let (t, j) = text(Costs::Missing("run --calibrate".into()));
+        assert!(t.contains("Time saved: unknown: run --calibrate"), "{t}");
+        assert!(t.contains("time saved: unknown (run --calibrate)"), "{t}");
+        assert!(j.contains("\"missing\": \"run --calibrate\""), "{j}");
+        let (t, j) = text(Costs::Table {
+            table: Box::new(table()),
+            source: "/tmp/c.json".into(),
+        });
+        assert!(
+            t.contains(
+                "Time saved: estimated from the quick calibration of 1970-01-01 00:00 UTC \
+                        (/tmp/c.json, kernel 6.18; spread (p25..p75 / median) at most 20%)"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("    time saved: 80.00 µs (66.7% of the cluster's 120.00 µs"),
+            "{t}"
+        );
+        let back: crate::render::json::Report = serde_json::from_str(&j).unwrap();
+        assert_eq!(back.costs.unwrap().table.unwrap(), table());
+        assert!(matches!(
+            back.clusters[0].saving,
+            Some(Saving::Estimated(_))
+        ));
+        assert_eq!(back.clusters[0].alternatives.len(), 1);
+    }
+
     #[test]
     fn quartiles_interpolate() {
         let m = Measure::from_samples(&mut [5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
