@@ -561,10 +561,14 @@ fn choose(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving, Tri
         }
         Kind::SingleCall => {
             let replacement = s.replacement.as_deref().unwrap_or_default();
-            tried.push((
-                s.clone(),
-                estimate_single(table, c, &obs, replacement, c.crossings_saved),
-            ));
+            let single = estimate_single(table, c, &obs, replacement, c.crossings_saved);
+            // An unmeasured single call is kept: nothing shows a batch would beat it.
+            if let Err(why) = &single {
+                let why = why.clone();
+                tried.push((s.clone(), single));
+                return (s.clone(), Saving::Unknown { why }, tried);
+            }
+            tried.push((s.clone(), single));
             // The batch the table would suggest without the single call, per occurrence.
             if let Some(batch) = suggest::batch_plan(c.shape, &c.path) {
                 let saved = batch.saved_per_count * c.count;
@@ -864,30 +868,52 @@ mod tests {
         analysis(names, rounds, 500).clusters[0].count
     }
 
-    /// A pread self-loop: preadv is not calibrated and a batched pread loses, so nothing is
-    /// suggested that would cost time.
+    /// A pread self-loop: an unmeasured single call (preadv) is kept, its saving unknown; with
+    /// preadv measured as losing, and a batched pread losing too, it is left with the reasons.
     #[test]
     fn a_batch_that_loses_is_left_with_its_reason() {
         let (s, saving) = advised(&["pread64"], 50);
-        // preadv is not in the table: the batch is the only estimate, and it loses:
-        // 50 calls x (800 - 1500) - 1 batch x 700.
+        assert_eq!(s.replacement.as_deref(), Some("preadv"));
+        assert!(
+            matches!(&saving, Saving::Unknown { why } if why == "preadv was not calibrated"),
+            "{saving:?}"
+        );
+        let mut t = table();
+        t.single_calls.push(SingleCallCost {
+            call: "preadv".into(),
+            unit: "pread (one 4 KiB element more)".into(),
+            on: "file".into(),
+            plain: m(800.0),
+            single: m(900.0),
+        });
+        let a = analysis(&["pread64"], 50, 500);
+        let (s, saving, alternatives) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        // preadv: 49 crossings saved x (800 - 900) = -4.9 µs; the batch: 50 calls x
+        // (800 - 1500) - 1 batch x 700 = -35.7 µs. The least bad is named, with the other.
         assert_eq!(s.kind, Kind::LeaveIt, "{s:?}");
         assert_eq!(s.replacement.as_deref(), Some(LEAVE_IT));
         assert!(
             s.why
-                .contains("a batched pread costs 1.50 µs here against 800 ns plain"),
+                .starts_with("preadv would cost 4.90 µs more than the calls it replaces here"),
             "{}",
             s.why
         );
         assert!(
-            s.why.contains("preadv: preadv was not calibrated"),
+            s.why.contains("a multi-call would save -35.70 µs"),
             "{}",
             s.why
         );
         let Saving::Estimated(e) = saving else {
             panic!("{saving:?}")
         };
-        assert_eq!(e.saved_ns, 50 * (800 - 1500) - 700);
+        assert_eq!(e.saved_ns, 49 * (800 - 900));
+        let Saving::Estimated(batch) = &alternatives[1].saving else {
+            panic!("{alternatives:?}")
+        };
+        assert_eq!(batch.saved_ns, 50 * (800 - 1500) - 700);
+        assert!(batch
+            .basis
+            .contains("a batched pread costs 1.50 µs here against 800 ns plain"));
     }
 
     /// A read -> write loop: copy_file_range saves 1600 ns per iteration; the batch would lose.
