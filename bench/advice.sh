@@ -17,6 +17,8 @@
 #         ADVICE_CACHE a directory holding a calibration.json to use instead of calibrating
 #         COPY_SIZES   sizes in bytes (default "81920 947200 2390753 16777216")
 #         BENCH_DIR    directory for the files (default /var/tmp, as the calibration's "file")
+#         MC_LIB       a libpkprof_multicall.a to link instead of building the release one (with
+#                      PKPROF; a debug pkprof and a debug library give a direction only)
 #
 # Notes: estimates assume the calibrated 4 KiB transfers and a page-cache file on the file system
 # of /var/tmp (the calibration prints which); put BENCH_DIR on the same file system. The estimate
@@ -32,10 +34,10 @@ if [ -z "${PKPROF:-}" ]; then
   echo "== building (cargo build --release -p pkprof -p pkprof-multicall)"
   cargo build --release -p pkprof -p pkprof-multicall
   PKPROF=$target/release/pkprof
-else
+elif [ -z "${MC_LIB:-}" ]; then
   cargo build --release -p pkprof-multicall
 fi
-lib=$target/release/libpkprof_multicall.a
+lib=${MC_LIB:-$target/release/libpkprof_multicall.a}
 [ -f "$lib" ] || { echo "advice.sh: $lib missing after the build" >&2; exit 1; }
 
 work=$(mktemp -d "${BENCH_DIR:-/var/tmp}/pkprof-advice.XXXXXX")
