@@ -12,8 +12,8 @@ use pkprof_syscall_graph::costs::{CalibrationKey, CostTable, Costs, COSTS_SCHEMA
 const FILE: &str = "calibration.json";
 
 /// How to get a table, for the reports.
-const HOW: &str = "`pkprof syscalls --calibrate` measures one in about 10 s \
-                   (`--calibrate=quick`: about 2 s)";
+const HOW: &str = "`pkprof syscalls --calibrate` measures one in about 15 s \
+                   (`--calibrate=quick`: about 4 s)";
 
 /// The cache file.
 pub fn path() -> PathBuf {
