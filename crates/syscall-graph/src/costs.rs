@@ -782,7 +782,10 @@ mod tests {
         assert!(!j.contains("\"costs\"") && !j.contains("\"saving\""), "{j}");
         let (t, j) = text(Costs::Missing("run --calibrate".into()));
         assert!(t.contains("Time saved: unknown: run --calibrate"), "{t}");
-        assert!(t.contains("time saved: unknown (run --calibrate)"), "{t}");
+        assert!(
+            t.contains("time saved: unknown (no cost table for this machine)"),
+            "{t}"
+        );
         assert!(j.contains("\"missing\": \"run --calibrate\""), "{j}");
         let (t, j) = text(Costs::Table {
             table: Box::new(table()),

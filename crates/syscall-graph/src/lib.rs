@@ -207,7 +207,10 @@ impl Analysis {
         for c in &mut self.clusters {
             let saving = match &costs {
                 Costs::NotGiven => None,
-                Costs::Missing(why) => Some(Saving::Unknown { why: why.clone() }),
+                // The reason and the remedy are said once, above the clusters.
+                Costs::Missing(_) => Some(Saving::Unknown {
+                    why: "no cost table for this machine".into(),
+                }),
                 Costs::Table { table, .. } => {
                     let graph = self
                         .threads
