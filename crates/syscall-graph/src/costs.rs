@@ -8,7 +8,8 @@
 //! The model (all costs are medians of repeated measures, with their p25..p75 spread):
 //! - an op of kind k costs `plain(k)` as a system call (crossing included) and `batched(k)` more
 //!   per extra op inside a batch, which costs `fixed(k)` once (the `io_uring_enter`, the ring's
-//!   bookkeeping): a batch of ops S costs `mean(fixed over S) + sum(batched over S)`;
+//!   bookkeeping, an io-wq worker's wake-up): a batch of ops S costs
+//!   `max(fixed over S) + sum(batched over S)`;
 //! - a cluster batched as `batches` batches over `ops` ops (per path position) saves
 //!   `sum over positions(ops_i * (plain_i - batched_i)) - batches * fixed`, where
 //!   `ops - batches` is its `crossings_saved` (see `clusters`);
@@ -419,9 +420,13 @@ fn estimate_batch(
         let ops = obs.calls[i.min(obs.calls.len() - 1)];
         ops_total += ops;
         saving = saving.add(Triple::gain(&cost.plain, &batched, ops));
-        fixed_mid += fixed.median_ns * ops;
-        fixed_low += fixed.p75_ns * ops;
-        fixed_high += fixed.p25_ns * ops;
+        // A batch pays the dearest set-up of its ops (an op handed to an io-wq worker makes the
+        // whole batch wait for that worker's wake-up), not their average.
+        if fixed.median_ns > fixed_mid {
+            fixed_mid = fixed.median_ns;
+            fixed_low = fixed.p75_ns;
+            fixed_high = fixed.p25_ns;
+        }
         fixed_n += ops;
         noisy |= cost.plain.noisy() || batched.noisy() || fixed.noisy();
         let variant = if cost.variant.is_empty() {
@@ -443,11 +448,7 @@ fn estimate_batch(
     }
     // ops - batches = crossings saved (see `clusters`); at least one batch.
     let batches = (ops_total - crossings_saved as f64).max(1.0);
-    let (fm, fl, fh) = (
-        fixed_mid / fixed_n,
-        fixed_low / fixed_n,
-        fixed_high / fixed_n,
-    );
+    let (fm, fl, fh) = (fixed_mid, fixed_low, fixed_high);
     saving.mid -= batches * fm;
     saving.low -= batches * fl;
     saving.high -= batches * fh;
