@@ -80,10 +80,13 @@ const SYSCALLS_EXAMPLES: &str = "Examples:
   pkprof syscalls -p 1234 --duration 10   attach to a process for 10 s (Ctrl-C stops early)
   pkprof syscalls -a --duration 5 --format json -o sys.json   the whole system, as JSON
   pkprof syscalls --format dot -o g.dot -- ./app && dot -Tsvg g.dot > g.svg   the graph
+  pkprof syscalls --calibrate             measure this machine's cost table (~15 s), cached
 Counts are taken when a call returns, as strace -c does (exit and exit_group never return). Each
 cluster says how many kernel crossings one batched call would save, what Linux call could replace
 it (copy_file_range, writev, sendmmsg, close_range, epoll...) or else an io_uring multi-call
-(crates/multicall), and the user call sites it comes from.";
+(crates/multicall), and the user call sites it comes from. With a cost table measured by
+--calibrate, each suggestion carries its estimated saving in time, and a replacement that would
+not save time here is replaced by one that does, or by \"leave it\" with the reason.";
 
 #[derive(Args)]
 pub struct SyscallsArgs {
@@ -132,6 +135,10 @@ struct SyscallsTargetArgs {
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+    /// Trace nothing: measure this machine's per-op costs (plain vs batched) that the advice
+    /// estimates savings from, print them and cache them for later runs (full ~15 s, quick ~4 s; more on a busy machine).
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, default_missing_value = "full")]
+    calibrate: Option<crate::syscalls::calibrate::Mode>,
 }
 
 impl SyscallsArgs {
@@ -155,6 +162,7 @@ impl SyscallsArgs {
             stack_bytes: self.stack_bytes,
             max_transitions: self.max_transitions,
             timed: !self.no_time,
+            calibrate: t.calibrate,
         }
     }
 }

@@ -22,6 +22,7 @@
 //! ```
 
 pub mod clusters;
+pub mod costs;
 pub mod graph;
 pub mod model;
 pub mod render;
@@ -31,6 +32,7 @@ pub mod trace;
 use std::collections::BTreeMap;
 
 pub use clusters::{Cluster, ClusterGroup, Site};
+pub use costs::{Alternative, CostTable, Costs, Estimate, Saving};
 pub use graph::{Edge, Graph, NodeStats};
 pub use model::{Arg, CallSite, Frame, Lost, Node, Profile, Thread, Transition};
 pub use suggest::{Kind, Shape, Suggestion, MULTICALL_OPS};
@@ -126,6 +128,8 @@ pub struct Analysis {
     /// Every cluster of every thread, best first (`rank` 1, 2, ...): the full list, one entry per
     /// thread; the reports list them grouped (`top_groups`).
     pub clusters: Vec<Cluster>,
+    /// The cost table the advice was measured against (`with_costs`), if any.
+    pub costs: Costs,
 }
 
 impl Analysis {
@@ -191,7 +195,40 @@ impl Analysis {
             total,
             syscalls,
             clusters,
+            costs: Costs::NotGiven,
         }
+    }
+
+    /// The advice measured against `costs` (see `costs`): with a table, each cluster's
+    /// suggestion becomes the one expected to save the most time here (or `Kind::LeaveIt`) and
+    /// carries its estimated saving; without one, the saving is unknown and the reports say how
+    /// to measure it. Ranks (crossings saved) do not change.
+    pub fn with_costs(mut self, costs: Costs) -> Analysis {
+        for c in &mut self.clusters {
+            let saving = match &costs {
+                Costs::NotGiven => None,
+                // The reason and the remedy are said once, above the clusters.
+                Costs::Missing(_) => Some(Saving::Unknown {
+                    why: "no cost table for this machine".into(),
+                }),
+                Costs::Table { table, .. } => {
+                    let graph = self
+                        .threads
+                        .iter()
+                        .find(|t| (t.pid, t.tid) == (c.pid, c.tid))
+                        .map(|t| &t.graph);
+                    graph.map(|g| {
+                        let (suggestion, saving, alternatives) = costs::advise(table, c, g);
+                        c.suggestion = suggestion;
+                        c.alternatives = alternatives;
+                        saving
+                    })
+                }
+            };
+            c.saving = saving;
+        }
+        self.costs = costs;
+        self
     }
 
     /// Per-thread clusters, best first: the first `options.top` and, when none of them is an

@@ -48,6 +48,10 @@ pub enum Kind {
     PartialMulticall,
     /// Nothing known replaces it.
     None,
+    /// A replacement exists but the measured costs (`pkprof syscalls --calibrate`) say it would
+    /// not save time on this machine: keep the calls as they are (`why` says by how much it
+    /// would lose).
+    LeaveIt,
 }
 
 /// A concrete suggestion for one cluster.
@@ -86,7 +90,7 @@ fn writer(name: &str) -> Option<bool> {
 }
 
 /// The multi-call op a syscall becomes, and how it must be rewritten to be one.
-fn multicall_op(name: &str) -> Option<(&'static str, Option<&'static str>)> {
+pub(crate) fn multicall_op(name: &str) -> Option<(&'static str, Option<&'static str>)> {
     Some(match name {
         "read" => ("read", None),
         "write" => ("write", None),
@@ -250,6 +254,40 @@ pub(crate) fn plan(shape: Shape, path: &[Node]) -> Plan {
         }
     }
 
+    if let Some(batch) = batch_plan(shape, path) {
+        return batch;
+    }
+    let not_ops = unbatchable.join(", ");
+    let ops = MULTICALL_OPS.join(", ");
+    Plan {
+        suggestion: Suggestion {
+            kind: Kind::None,
+            replacement: None,
+            why: format!(
+                "no single Linux call replaces it, and {not_ops} cannot be batched by pkprof's \
+                 multi-call library (its ops: {ops})"
+            ),
+            unbatchable,
+        },
+        saved_per_count: 0,
+    }
+}
+
+/// The batch through pkprof's multi-call library for a cluster of `path` with `shape`: the whole
+/// path (`Kind::Multicall`) or its runs of batchable calls (`Kind::PartialMulticall`); None when
+/// no two batchable calls are adjacent. `plan` uses it where no single call applies, and the
+/// measured advice (`costs`) weighs it against a single call that does not save time.
+pub(crate) fn batch_plan(shape: Shape, path: &[Node]) -> Option<Plan> {
+    let len = path.len() as u64;
+    let is_loop = shape != Shape::Chain;
+    let names: Vec<&str> = path.iter().map(|n| n.name.as_str()).collect();
+    let run = names.windows(2).all(|w| w[0] == w[1]);
+    let mut unbatchable: Vec<String> = Vec::new();
+    for name in &names {
+        if multicall_op(name).is_none() && !unbatchable.iter().any(|u| u == name) {
+            unbatchable.push((*name).to_string());
+        }
+    }
     let (rewrites, batchable): (Vec<&str>, Vec<bool>) = names
         .iter()
         .map(|n| multicall_op(n))
@@ -286,7 +324,7 @@ pub(crate) fn plan(shape: Shape, path: &[Node]) -> Plan {
             _ if run => (len, "each run"),
             _ => (len - 1, "one iteration of the loop"),
         };
-        return Plan {
+        return Some(Plan {
             suggestion: Suggestion {
                 kind: Kind::Multicall,
                 replacement: Some("pkprof multi-call (io_uring)".into()),
@@ -298,7 +336,7 @@ pub(crate) fn plan(shape: Shape, path: &[Node]) -> Plan {
                 unbatchable,
             },
             saved_per_count: per,
-        };
+        });
     }
 
     let segments = batchable_segments(&batchable, is_loop);
@@ -310,7 +348,7 @@ pub(crate) fn plan(shape: Shape, path: &[Node]) -> Plan {
             .filter(|s| s.len() > 1)
             .map(|s| s.iter().map(|&i| names[i]).collect::<Vec<_>>().join(" -> "))
             .collect();
-        return Plan {
+        return Some(Plan {
             suggestion: Suggestion {
                 kind: Kind::PartialMulticall,
                 replacement: Some("pkprof multi-call (io_uring), in part".into()),
@@ -322,20 +360,9 @@ pub(crate) fn plan(shape: Shape, path: &[Node]) -> Plan {
                 unbatchable,
             },
             saved_per_count: per,
-        };
+        });
     }
-    Plan {
-        suggestion: Suggestion {
-            kind: Kind::None,
-            replacement: None,
-            why: format!(
-                "no single Linux call replaces it, and {not_ops} cannot be batched by pkprof's \
-                 multi-call library (its ops: {ops})"
-            ),
-            unbatchable,
-        },
-        saved_per_count: 0,
-    }
+    None
 }
 
 /// Maximal runs of consecutive batchable positions; for a loop they may wrap around.

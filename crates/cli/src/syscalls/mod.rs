@@ -5,6 +5,8 @@
 //! `crate::launch` starts the command held before its exec, `convert` turns the kernel's counts and stacks
 //! into the analysis model; the analysis and its formats live in the `pkprof-syscall-graph` crate.
 
+mod cache;
+pub mod calibrate;
 mod convert;
 mod sites;
 
@@ -53,6 +55,8 @@ pub struct SyscallsOptions {
     pub stack_bytes: u32,
     pub max_transitions: u32,
     pub timed: bool,
+    /// Measure the cost table instead of tracing.
+    pub calibrate: Option<calibrate::Mode>,
 }
 
 /// How long the run loop waits for process events before it looks at the clock and the targets
@@ -65,6 +69,9 @@ const RING_BYTES: u32 = 8 << 20;
 
 /// Traces and reports; returns pkprof's exit status: the command's (see `workload`), 0 without one.
 pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
+    if let Some(mode) = opts.calibrate {
+        return run_calibration(mode, &opts);
+    }
     signals::install();
     // Everything the user gave is checked before anything is loaded.
     let program = match &opts.target {
@@ -200,13 +207,56 @@ pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
     Ok(ended.map_or(0, Ended::exit_code))
 }
 
+/// `--calibrate`: measures, caches (an unwritable cache is one line on stderr; the table is still
+/// printed) and prints the table.
+fn run_calibration(mode: calibrate::Mode, opts: &SyscallsOptions) -> Result<i32> {
+    let output = opts
+        .output
+        .as_deref()
+        .map(|p| OutputFile::create(p, "calibration"))
+        .transpose()?;
+    eprintln!("pkprof: calibrating ({mode:?} mode); keep the machine quiet meanwhile");
+    let table = calibrate::calibrate(mode, &mut |line| tracing::info!("calibrate: {line}"))?;
+    let path = cache::path();
+    let where_ = match cache::store(&path, &table) {
+        Ok(()) => format!("Cached in {}; `pkprof syscalls` uses it.", path.display()),
+        Err(e) => {
+            eprintln!("pkprof: cannot cache the calibration: {e:#}");
+            format!(
+                "Not cached ({}): later runs will not use it; set PKPROF_CACHE_DIR to a \
+                 writable directory.",
+                path.display()
+            )
+        }
+    };
+    let mut out = Vec::new();
+    match opts.format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &table).context("encoding the table")?;
+            out.push(b'\n');
+        }
+        _ => pkprof_syscall_graph::render::text::cost_table(&table, &where_, &mut out)
+            .context("rendering the table")?,
+    }
+    match output {
+        Some(file) => {
+            file.commit(|w| Ok(w.write_all(&out)?))?;
+        }
+        None => {
+            crate::stdout::write(&out).context("writing the table to stdout")?;
+        }
+    }
+    Ok(0)
+}
+
 fn render(profile: &pkprof_syscall_graph::Profile, opts: &SyscallsOptions) -> Result<Vec<u8>> {
     use pkprof_syscall_graph::render;
     let options = pkprof_syscall_graph::Options {
         top: opts.top,
         ..Default::default()
     };
-    let analysis = pkprof_syscall_graph::Analysis::new(profile, &options);
+    let costs = cache::load(&cache::path(), &calibrate::machine_key());
+    let analysis = pkprof_syscall_graph::Analysis::new(profile, &options).with_costs(costs);
     let mut out = Vec::new();
     match opts.format {
         Format::Text => render::text::write(&analysis, &mut out),

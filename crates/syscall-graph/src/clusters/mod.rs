@@ -60,6 +60,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
+use crate::costs::{Alternative, Saving};
 use crate::graph::Graph;
 use crate::model::{Frame, Node};
 use crate::suggest::{Kind, Shape, Suggestion};
@@ -94,6 +95,12 @@ pub struct Cluster {
     pub suggestion: Suggestion,
     /// Sampled user stacks of the calls on the cluster's edges, most frequent first.
     pub sites: Vec<Site>,
+    /// The time the suggestion saves, from a cost table (`Analysis::with_costs`); None without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saving: Option<Saving>,
+    /// Every replacement the measured advice weighed, with its saving (empty without a table).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
 }
 
 /// A call site of one syscall of a cluster.
@@ -197,6 +204,8 @@ pub(crate) fn find(
                 thread_calls: g.calls(),
                 suggestion: c.plan.suggestion.clone(),
                 sites: sites(g, &c.edges, options.sites),
+                saving: None,
+                alternatives: Vec::new(),
             });
         }
     }

@@ -5,8 +5,10 @@ use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
+use crate::costs::{Alternative, CostTable, Costs, Saving};
 use crate::graph::Graph;
 use crate::model::Lost;
+use crate::render::group_saving;
 use crate::suggest::{Shape, Suggestion};
 use crate::{Analysis, ClusterGroup, Error};
 
@@ -37,6 +39,20 @@ pub struct Report {
     #[serde(default)]
     pub groups_found: usize,
     pub lost: Lost,
+    /// The cost table the advice was measured against, or why there is none (absent when the
+    /// analysis was given no costs, as in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<CostsReport>,
+}
+
+/// `costs`: the table and where it came from, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CostsReport {
+    /// The cache file, or "measured now".
+    pub source: Option<String>,
+    /// Why there is no table, and how to measure one.
+    pub missing: Option<String>,
+    pub table: Option<CostTable>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,6 +138,14 @@ pub struct Cluster {
     /// The per-thread clusters of the group, best first (absent in older reports: empty).
     #[serde(default)]
     pub members: Vec<Member>,
+    /// The time the suggestion is expected to save, summed over the members (absent without
+    /// costs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saving: Option<Saving>,
+    /// Every replacement the measured advice weighed for the group's first member, with its
+    /// saving for that member alone (absent without a table).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
 }
 
 /// One thread's cluster in a group (`clusters[].members[]`).
@@ -240,6 +264,19 @@ pub fn report(a: &Analysis) -> Report {
         clusters_found: a.clusters.len(),
         groups_found: a.cluster_groups().len(),
         lost: a.lost.clone(),
+        costs: match &a.costs {
+            Costs::NotGiven => None,
+            Costs::Missing(why) => Some(CostsReport {
+                source: None,
+                missing: Some(why.clone()),
+                table: None,
+            }),
+            Costs::Table { table, source } => Some(CostsReport {
+                source: Some(source.clone()),
+                missing: None,
+                table: Some((**table).clone()),
+            }),
+        },
     }
 }
 
@@ -290,6 +327,8 @@ fn cluster(g: &ClusterGroup) -> Cluster {
                 thread_calls: m.thread_calls,
             })
             .collect(),
+        saving: group_saving(g),
+        alternatives: c.alternatives.clone(),
     }
 }
 

@@ -5,7 +5,8 @@ pub mod dot;
 pub mod json;
 pub mod text;
 
-use crate::clusters::Site;
+use crate::clusters::{ClusterGroup, Site};
+use crate::costs::{format_ns, Costs, Estimate, Saving};
 use crate::model::Lost;
 use crate::suggest::{Kind, Shape};
 
@@ -17,6 +18,7 @@ pub(crate) fn kind_label(kind: Kind) -> &'static str {
         Kind::Multicall => "multi-call",
         Kind::PartialMulticall => "partial multi-call",
         Kind::None => "none",
+        Kind::LeaveIt => "leave it",
     }
 }
 
@@ -92,4 +94,67 @@ pub fn lost_parts(lost: &Lost) -> Vec<String> {
         ),
     );
     parts
+}
+
+/// A group's saving: its members' estimates summed, or the first member's "unknown".
+pub(crate) fn group_saving(g: &ClusterGroup) -> Option<Saving> {
+    match g.first().saving.as_ref()? {
+        Saving::Unknown { why } => Some(Saving::Unknown { why: why.clone() }),
+        Saving::Estimated(_) => Estimate::sum(g.members.iter().filter_map(|c| match &c.saving {
+            Some(Saving::Estimated(e)) => Some(e),
+            _ => None,
+        }))
+        .map(Saving::Estimated),
+    }
+}
+
+/// `1.23 ms (12.3% of the cluster's 10.0 ms; 0.98..1.40 ms, noisy)`.
+pub(crate) fn saving_label(s: &Saving) -> String {
+    match s {
+        Saving::Unknown { why } => format!("unknown ({why})"),
+        Saving::Estimated(e) => format!(
+            "{} ({:.1}% of the cluster's {}; {}..{}{})",
+            format_ns(e.saved_ns as f64),
+            e.percent(),
+            format_ns(e.cluster_ns as f64),
+            format_ns(e.saved_low_ns as f64),
+            format_ns(e.saved_high_ns as f64),
+            if e.noisy { ", noisy" } else { "" }
+        ),
+    }
+}
+
+/// What the advice's time estimates rest on, one line; None without costs.
+pub fn costs_line(costs: &Costs) -> Option<String> {
+    match costs {
+        Costs::NotGiven => None,
+        Costs::Missing(why) => Some(format!("Time saved: unknown: {why}")),
+        Costs::Table { table, source } => {
+            let (noisy, all) = table.noisy_count();
+            let noise = if noisy > 0 {
+                format!(
+                    "; noisy: {noisy} of {all} measures spread over {:.0}% (p25..p75 / median), \
+                     up to {:.0}%",
+                    crate::costs::NOISY_SPREAD * 100.0,
+                    table.worst_spread() * 100.0
+                )
+            } else {
+                format!(
+                    "; spread (p25..p75 / median) at most {:.0}%",
+                    table.worst_spread() * 100.0
+                )
+            };
+            let batches = match &table.batched_unavailable {
+                Some(why) => format!("; batched ops unavailable: {why}"),
+                None => String::new(),
+            };
+            Some(format!(
+                "Time saved: estimated from the {} calibration of {} ({}, kernel {}{noise}{batches})",
+                table.mode,
+                crate::costs::format_time(table.measured_unix_s),
+                source,
+                table.key.kernel
+            ))
+        }
+    }
 }

@@ -7,7 +7,10 @@
 use std::io::Write;
 
 use crate::graph::Graph;
-use crate::render::{count_unit, kind_label, lost_parts, plural, shape_label, site_frames};
+use crate::render::{
+    costs_line, count_unit, group_saving, kind_label, lost_parts, plural, saving_label,
+    shape_label, site_frames,
+};
 use crate::{Analysis, ClusterGroup, Error};
 
 const RULE: &str = "------ ----------- ----------- --------- --------- ----------------";
@@ -142,6 +145,9 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
         out,
         "\nTop clusters by kernel crossings saved ({ranked} of {groups}{extra}{grouped})"
     )?;
+    if let Some(line) = costs_line(&a.costs) {
+        writeln!(out, "{line}")?;
+    }
     for g in top {
         let c = g.first();
         writeln!(
@@ -179,6 +185,9 @@ fn clusters(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
             s.replacement.as_deref().unwrap_or("-")
         )?;
         writeln!(out, "      {}", s.why)?;
+        if let Some(saving) = group_saving(&g) {
+            writeln!(out, "    time saved: {}", saving_label(&saving))?;
+        }
         if g.sites.is_empty() {
             writeln!(out, "    call sites: none sampled")?;
         } else {
@@ -263,5 +272,133 @@ fn edges(a: &Analysis, out: &mut dyn Write) -> Result<(), Error> {
             p.comm
         )?;
     }
+    Ok(())
+}
+
+/// `820 (790..850) ns`, `1.39 (1.35..1.40) µs`, with `*` after a noisy figure: the unit of the
+/// median for all three.
+fn measure_cell(m: &crate::costs::Measure) -> String {
+    let (div, unit, digits) = match m.median_ns.abs() {
+        x if x >= 1e6 => (1e6, "ms", 2),
+        x if x >= 1e3 => (1e3, "µs", 2),
+        _ => (1.0, "ns", 0),
+    };
+    format!(
+        "{:.*} ({:.*}..{:.*}) {unit}{}",
+        digits,
+        m.median_ns / div,
+        digits,
+        m.p25_ns / div,
+        digits,
+        m.p75_ns / div,
+        if m.noisy() { " *" } else { "  " }
+    )
+}
+
+/// The cost table `pkprof syscalls --calibrate` prints: per op kind and target the plain call,
+/// the op in a batch and the fixed cost per batch, which side wins per op, then the single calls
+/// against the calls they replace. `where_` says where it is cached (or why not).
+pub fn cost_table(
+    t: &crate::costs::CostTable,
+    where_: &str,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    use crate::costs::{format_ns, format_time, NOISY_SPREAD};
+    writeln!(
+        out,
+        "pkprof syscalls --calibrate ({}): {}, {:.1} s, kernel {}, {}, pkprof {}",
+        t.mode,
+        format_time(t.measured_unix_s),
+        t.seconds,
+        t.key.kernel,
+        t.key.cpu,
+        t.key.pkprof_version
+    )?;
+    writeln!(
+        out,
+        "Median (p25..p75) of repeated measures; * marks a spread over {:.0}% of the median \
+         (noisy: the machine was busy).",
+        NOISY_SPREAD * 100.0
+    )?;
+    writeln!(out, "  batches run by {}", t.engine)?;
+    for (on, what) in &t.targets {
+        writeln!(out, "  {on:6} {what}")?;
+    }
+    writeln!(out, "  crossing (getppid): {}", measure_cell(&t.crossing))?;
+    match &t.batched_unavailable {
+        Some(why) => writeln!(
+            out,
+            "\nBatched ops unavailable ({why}): no multi-call is suggested."
+        )?,
+        None => writeln!(
+            out,
+            "\nPer op: plain system call; in a batch of {} (per op, beyond the batch's fixed cost); \
+             fixed cost per batch; the saving per op of a batch of {} (negative: plain wins).",
+            t.batch_size, t.batch_size
+        )?,
+    }
+    writeln!(
+        out,
+        "{:8} {:6} {:14} {:>24} {:>24} {:>24} {:>12}",
+        "op", "on", "batched as", "plain", "batched per op", "per batch", "saving/op"
+    )?;
+    for o in &t.ops {
+        let (b, f, save) = match (o.batched, o.batch_fixed) {
+            (Some(b), Some(f)) => {
+                let n = f64::from(t.batch_size.max(1));
+                let save = o.plain.median_ns - b.median_ns - f.median_ns / n;
+                (measure_cell(&b), measure_cell(&f), format_ns(save))
+            }
+            _ => ("-".into(), "-".into(), "-".into()),
+        };
+        writeln!(
+            out,
+            "{:8} {:6} {:14} {:>24} {:>24} {:>24} {:>12}",
+            o.op,
+            o.on,
+            if o.variant.is_empty() {
+                "fd"
+            } else {
+                &o.variant
+            },
+            measure_cell(&o.plain),
+            b,
+            f,
+            save
+        )?;
+    }
+    if !t.single_calls.is_empty() {
+        writeln!(
+            out,
+            "\nSingle calls, per unit, against the calls they replace"
+        )?;
+        writeln!(
+            out,
+            "{:16} {:>24} {:>24} {:>12}  unit",
+            "call", "single call", "replaced calls", "saving"
+        )?;
+        for s in &t.single_calls {
+            writeln!(
+                out,
+                "{:16} {:>24} {:>24} {:>12}  {}",
+                s.call,
+                measure_cell(&s.single),
+                measure_cell(&s.plain),
+                format_ns(s.plain.median_ns - s.single.median_ns),
+                s.unit
+            )?;
+        }
+    }
+    let (noisy, all) = t.noisy_count();
+    if noisy > 0 {
+        writeln!(
+            out,
+            "\nNoisy: {noisy} of {all} figures spread over {:.0}% (up to {:.0}%): the machine was \
+             busy; calibrate again when it is quiet.",
+            NOISY_SPREAD * 100.0,
+            t.worst_spread() * 100.0
+        )?;
+    }
+    writeln!(out, "\n{where_}")?;
     Ok(())
 }

@@ -1,0 +1,178 @@
+//! Where `pkprof syscalls --calibrate` keeps its cost table, and how a profile run finds it:
+//! `$PKPROF_CACHE_DIR/calibration.json`, else `/var/cache/pkprof/calibration.json` for root,
+//! else `$XDG_CACHE_HOME/pkprof/` (or `~/.cache/pkprof/`). A table is used only for the machine
+//! it was measured on (kernel release, CPU model, pkprof version); a corrupt file is one line on
+//! stderr and "unknown" savings, never a panic.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use pkprof_syscall_graph::costs::{CalibrationKey, CostTable, Costs, COSTS_SCHEMA};
+
+const FILE: &str = "calibration.json";
+
+/// How to get a table, for the reports.
+const HOW: &str = "`pkprof syscalls --calibrate` measures one in about 15 s \
+                   (`--calibrate=quick`: about 4 s)";
+
+/// The cache file.
+pub fn path() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PKPROF_CACHE_DIR") {
+        return PathBuf::from(dir).join(FILE);
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/cache/pkprof").join(FILE);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("pkprof").join(FILE)
+}
+
+/// The table cached at `path` for `key`, or why there is none (a corrupt file is also said on
+/// stderr, in one line).
+pub fn load(path: &Path, key: &CalibrationKey) -> Costs {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Costs::Missing(format!("no calibration of this machine yet: {HOW}"));
+        }
+        Err(e) => {
+            return Costs::Missing(format!(
+                "cannot read the calibration {} ({e}): {HOW}",
+                path.display()
+            ));
+        }
+    };
+    let table: CostTable = match serde_json::from_str(&text) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "pkprof: ignoring the corrupt calibration {} ({e}); run `pkprof syscalls \
+                 --calibrate` again",
+                path.display()
+            );
+            return Costs::Missing(format!("the calibration file is corrupt: {HOW}"));
+        }
+    };
+    if table.schema != COSTS_SCHEMA {
+        return Costs::Missing(format!(
+            "the calibration {} is of another pkprof ({}): {HOW}",
+            path.display(),
+            table.schema
+        ));
+    }
+    if &table.key != key {
+        let k = &table.key;
+        return Costs::Missing(format!(
+            "the calibration {} was measured for kernel {}, {}, pkprof {} (this is kernel {}, {}, \
+             pkprof {}): {HOW}",
+            path.display(),
+            k.kernel,
+            k.cpu,
+            k.pkprof_version,
+            key.kernel,
+            key.cpu,
+            key.pkprof_version
+        ));
+    }
+    Costs::Table {
+        table: Box::new(table),
+        source: path.display().to_string(),
+    }
+}
+
+/// Writes `table` to `path` whole or not at all (a temporary beside it, renamed).
+pub fn store(path: &Path, table: &CostTable) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
+    let json = serde_json::to_string_pretty(table).context("encoding the table")?;
+    std::fs::write(&tmp, json + "\n").with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::Error::new(e).context(format!("renaming it to {}", path.display()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> CalibrationKey {
+        CalibrationKey {
+            kernel: "6.18".into(),
+            cpu: "cpu".into(),
+            pkprof_version: "1".into(),
+        }
+    }
+
+    fn table() -> CostTable {
+        let m = pkprof_syscall_graph::costs::Measure {
+            median_ns: 100.0,
+            p25_ns: 90.0,
+            p75_ns: 110.0,
+            samples: 3,
+        };
+        CostTable {
+            schema: COSTS_SCHEMA.into(),
+            key: key(),
+            measured_unix_s: 1,
+            seconds: 1.0,
+            mode: "quick".into(),
+            batch_size: 16,
+            engine: String::new(),
+            targets: Default::default(),
+            crossing: m,
+            batched_unavailable: None,
+            ops: vec![],
+            single_calls: vec![],
+        }
+    }
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("pkprof-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_table_is_used_only_on_its_machine() {
+        let d = dir("key");
+        let p = d.join(FILE);
+        assert!(matches!(load(&p, &key()), Costs::Missing(w) if w.contains("--calibrate")));
+        store(&p, &table()).unwrap();
+        assert!(matches!(load(&p, &key()), Costs::Table { table: t, .. } if *t == table()));
+        let other = CalibrationKey {
+            kernel: "6.19".into(),
+            ..key()
+        };
+        assert!(
+            matches!(load(&p, &other), Costs::Missing(w) if w.contains("kernel 6.18") && w.contains("kernel 6.19"))
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_corrupt_file_is_unknown_not_a_panic() {
+        let d = dir("corrupt");
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join(FILE);
+        for junk in ["", "{", "[1,2]", "{\"schema\": 3}", "\u{0}\u{1}garbage"] {
+            std::fs::write(&p, junk).unwrap();
+            assert!(
+                matches!(load(&p, &key()), Costs::Missing(w) if w.contains("corrupt")),
+                "{junk:?}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_an_error() {
+        let e = store(Path::new("/dev/null/pkprof/calibration.json"), &table()).unwrap_err();
+        assert!(format!("{e:#}").contains("/dev/null/pkprof"), "{e:#}");
+    }
+}

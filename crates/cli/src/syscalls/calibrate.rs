@@ -1,0 +1,1095 @@
+//! `pkprof syscalls --calibrate`: measures this machine's cost table (`CostTable`, see
+//! `pkprof_syscall_graph::costs` for the model): each op kind pkprof can batch, on the kinds of
+//! file that matter (a page-cache file, tmpfs, a pipe, a unix and a loopback TCP socket), as a
+//! plain system call and inside batches of 1 and of `BATCH` through the multi-call library (the
+//! batched cost per op and the fixed cost per batch follow from the two), and the single calls
+//! the replacement table suggests (copy_file_range, writev, readv, preadv, pwritev,
+//! close_range) against the calls they replace. See docs/design.md "Measured advice".
+//!
+//! Each figure is the median and quartiles of `repeats` measures of `ops` operations, the
+//! plain, batch-of-1 and batch-of-N phases interleaved in a rotating order so that drift and
+//! load spread over all three; a wide spread marks the figure noisy rather than hiding it.
+//! Batches go through `pkprof_multicall::MultiCall` as a program would use it (building the
+//! calls included), so the library's cheaper modes are measured once it has them.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::io::IoSlice;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use pkprof_multicall::{Call, MultiCall, Options};
+use pkprof_syscall_graph::costs::{
+    CalibrationKey, CostTable, Measure, OpCost, SingleCallCost, COSTS_SCHEMA,
+};
+
+/// Ops per batch in the batch-of-N phase (and vector length of the vector calls).
+pub const BATCH: usize = 16;
+/// Bytes per read/write/pread/pwrite and per copy iteration.
+const BLOCK: usize = 4096;
+/// Bytes per sendmsg/recvmsg (a small request or response).
+const MESSAGE: usize = 64;
+
+/// How long and how carefully to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// 11 repeats of 512 ops per figure (about 15 s on a quiet machine).
+    Full,
+    /// 5 repeats of 256 ops per figure (about 4 s): enough to see which side wins.
+    Quick,
+}
+
+impl Mode {
+    fn repeats(self) -> usize {
+        match self {
+            Mode::Full => 11,
+            Mode::Quick => 5,
+        }
+    }
+
+    /// Ops per measure: a multiple of `BATCH`.
+    fn ops(self) -> usize {
+        match self {
+            Mode::Full => 512,
+            Mode::Quick => 256,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Quick => "quick",
+        }
+    }
+}
+
+/// The key of this machine: kernel release, CPU model, pkprof version.
+pub fn machine_key() -> CalibrationKey {
+    let kernel = nix_uname_release().unwrap_or_else(|| "unknown".into());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    CalibrationKey {
+        kernel,
+        cpu,
+        pkprof_version: env!("CARGO_PKG_VERSION").into(),
+    }
+}
+
+fn nix_uname_release() -> Option<String> {
+    // SAFETY: utsname is plain data, all-zero is valid; uname fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    // SAFETY: uname NUL-terminates release.
+    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) };
+    Some(release.to_string_lossy().into_owned())
+}
+
+/// One op kind's measure, one repeat: the ns a phase of `m` ops took.
+trait Bench {
+    /// Ops per measure for this op: `mode.ops()` unless it is slow (fsync waits for the disk).
+    fn ops(&self, mode: Mode) -> usize {
+        mode.ops()
+    }
+    /// `m` plain system calls.
+    fn plain(&mut self, m: usize) -> Result<f64>;
+    /// `m` ops in batches of `k` (`m` a multiple of `k`).
+    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64>;
+}
+
+/// Checks a system call's return value.
+fn check(ret: isize, what: &str) -> Result<usize> {
+    if ret < 0 {
+        bail!("{what}: {}", std::io::Error::last_os_error());
+    }
+    Ok(ret as usize)
+}
+
+/// Checks a batch's results: every op must have succeeded (a calibration measures the success
+/// path); `what` names the op.
+fn check_batch(calls: &[Call<'_>], what: &str) -> Result<()> {
+    for c in calls {
+        match c.result() {
+            Some(r) if r >= 0 => {}
+            r => bail!(
+                "batched {what}: {}",
+                r.map_or("no result".into(), |r| std::io::Error::from_raw_os_error(
+                    -r as i32
+                )
+                .to_string())
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn elapsed_ns(t: Instant) -> f64 {
+    t.elapsed().as_nanos() as f64
+}
+
+/// read/write/pread/pwrite of `BLOCK` bytes on a file of at least `ops` blocks.
+struct FileRw {
+    fd: RawFd,
+    /// Batched through slot 0 of the ring's fixed-file table.
+    fixed: bool,
+    write: bool,
+    positioned: bool,
+    bufs: Vec<Vec<u8>>,
+}
+
+impl FileRw {
+    /// pread/pwrite offsets cycle over the first 256 blocks; read/write go through the file.
+    fn offset(&self, i: usize) -> u64 {
+        ((i % 256) * BLOCK) as u64
+    }
+
+    /// Back to the start; before writes at the file position the file is emptied first, so
+    /// that they append to a new file as a program writing its output does (allocating blocks,
+    /// which costs more than overwriting cached pages).
+    fn rewind(&self) -> Result<()> {
+        if self.write && !self.positioned {
+            truncate(self.fd)?;
+        }
+        // SAFETY: plain lseek on our own descriptor.
+        check(
+            unsafe { libc::lseek(self.fd, 0, libc::SEEK_SET) } as isize,
+            "lseek",
+        )?;
+        Ok(())
+    }
+}
+
+impl Bench for FileRw {
+    fn plain(&mut self, m: usize) -> Result<f64> {
+        self.rewind()?;
+        let (fd, buf) = (self.fd, self.bufs[0].as_mut_ptr());
+        let t = Instant::now();
+        for i in 0..m {
+            let off = self.offset(i) as libc::off_t;
+            // SAFETY: buf holds BLOCK bytes and outlives the call.
+            let r = unsafe {
+                match (self.write, self.positioned) {
+                    (false, false) => libc::read(fd, buf.cast(), BLOCK),
+                    (false, true) => libc::pread(fd, buf.cast(), BLOCK, off),
+                    (true, false) => libc::write(fd, buf.cast(), BLOCK),
+                    (true, true) => libc::pwrite(fd, buf.cast(), BLOCK, off),
+                }
+            };
+            if r != BLOCK as isize {
+                check(r, "read/write")?;
+                bail!("short transfer in calibration ({r} of {BLOCK} bytes)");
+            }
+        }
+        Ok(elapsed_ns(t))
+    }
+
+    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+        self.rewind()?;
+        let (fd, fixed) = if self.fixed {
+            (0, true)
+        } else {
+            (self.fd, false)
+        };
+        let offsets: Vec<u64> = (0..m).map(|i| self.offset(i)).collect();
+        let (write, positioned) = (self.write, self.positioned);
+        let t = Instant::now();
+        for chunk in offsets.chunks(k) {
+            let mut calls: Vec<Call> = Vec::with_capacity(k);
+            for (buf, &off) in self.bufs.iter_mut().zip(chunk) {
+                let call = match (write, positioned) {
+                    (false, false) => Call::read(fd, buf),
+                    (false, true) => Call::pread(fd, buf, off),
+                    (true, false) => Call::write(fd, buf),
+                    (true, true) => Call::pwrite(fd, buf, off),
+                };
+                calls.push(if fixed { call.fixed() } else { call });
+            }
+            mc.run(&mut calls)?;
+            check_batch(&calls, "read/write")?;
+        }
+        Ok(elapsed_ns(t))
+    }
+}
+
+/// Empties a file (untimed set-up of the append measures).
+fn truncate(fd: RawFd) -> Result<()> {
+    // SAFETY: our own descriptor.
+    check(unsafe { libc::ftruncate(fd, 0) } as isize, "ftruncate")?;
+    Ok(())
+}
+
+/// openat (`open` true) or close of a file, `BATCH` descriptors at a time; the other half of
+/// each pair is not timed.
+struct OpenClose {
+    path: CString,
+    open: bool,
+    /// Batched openat with RESOLVE_CACHED.
+    cached: bool,
+}
+
+impl OpenClose {
+    fn open_plain(&self) -> Result<RawFd> {
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libc::openat(libc::AT_FDCWD, self.path.as_ptr(), libc::O_RDONLY) };
+        Ok(check(fd as isize, "openat")? as RawFd)
+    }
+}
+
+fn close_plain(fd: RawFd) -> Result<()> {
+    // SAFETY: closes a descriptor this module opened.
+    check(unsafe { libc::close(fd) } as isize, "close")?;
+    Ok(())
+}
+
+impl Bench for OpenClose {
+    fn plain(&mut self, m: usize) -> Result<f64> {
+        let mut ns = 0.0;
+        let mut fds = Vec::with_capacity(BATCH);
+        for _ in 0..m / BATCH {
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                fds.push(self.open_plain()?);
+            }
+            if self.open {
+                ns += elapsed_ns(t);
+            }
+            let t = Instant::now();
+            for fd in fds.drain(..) {
+                close_plain(fd)?;
+            }
+            if !self.open {
+                ns += elapsed_ns(t);
+            }
+        }
+        Ok(ns)
+    }
+
+    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+        let mut ns = 0.0;
+        let mut fds: Vec<RawFd> = Vec::with_capacity(BATCH);
+        for _ in 0..m / BATCH {
+            if self.open {
+                let t = Instant::now();
+                for _ in 0..BATCH / k {
+                    let mut calls: Vec<Call> = (0..k)
+                        .map(|_| {
+                            let c = Call::openat(libc::AT_FDCWD, &self.path, libc::O_RDONLY, 0);
+                            if self.cached {
+                                c.resolve_cached()
+                            } else {
+                                c
+                            }
+                        })
+                        .collect();
+                    mc.run(&mut calls)?;
+                    check_batch(&calls, "openat")?;
+                    fds.extend(calls.iter().filter_map(|c| c.result()).map(|r| r as RawFd));
+                }
+                ns += elapsed_ns(t);
+                for fd in fds.drain(..) {
+                    close_plain(fd)?;
+                }
+            } else {
+                for _ in 0..BATCH {
+                    fds.push(self.open_plain()?);
+                }
+                let t = Instant::now();
+                for chunk in fds.chunks(k) {
+                    let mut calls: Vec<Call> = chunk.iter().map(|&fd| Call::close(fd)).collect();
+                    mc.run(&mut calls)?;
+                    check_batch(&calls, "close")?;
+                }
+                ns += elapsed_ns(t);
+                fds.clear();
+            }
+        }
+        Ok(ns)
+    }
+}
+
+/// statx of a path.
+struct Statx {
+    path: CString,
+}
+
+impl Bench for Statx {
+    fn plain(&mut self, m: usize) -> Result<f64> {
+        // SAFETY: statx is plain data.
+        let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+        let t = Instant::now();
+        for _ in 0..m {
+            // SAFETY: a NUL-terminated path and a statx buffer.
+            let r = unsafe {
+                libc::statx(
+                    libc::AT_FDCWD,
+                    self.path.as_ptr(),
+                    0,
+                    libc::STATX_BASIC_STATS,
+                    &mut buf,
+                )
+            };
+            check(r as isize, "statx")?;
+        }
+        Ok(elapsed_ns(t))
+    }
+
+    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+        // SAFETY: statx is plain data.
+        let mut bufs: Vec<libc::statx> = (0..k).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let t = Instant::now();
+        for _ in 0..m / k {
+            let mut calls: Vec<Call> = bufs
+                .iter_mut()
+                .map(|b| Call::statx(libc::AT_FDCWD, &self.path, 0, libc::STATX_BASIC_STATS, b))
+                .collect();
+            mc.run(&mut calls)?;
+            check_batch(&calls, "statx")?;
+        }
+        Ok(elapsed_ns(t))
+    }
+}
+
+/// fsync of a file without dirty data: the call's own cost, not the disk's.
+struct Fsync {
+    fd: RawFd,
+}
+
+impl Fsync {
+    /// The writes measured before leave dirty pages: written back here, untimed.
+    fn clean(&self) -> Result<()> {
+        // SAFETY: our own descriptor.
+        check(unsafe { libc::fsync(self.fd) } as isize, "fsync")?;
+        Ok(())
+    }
+}
+
+impl Bench for Fsync {
+    /// A clean fsync still flushes the disk's cache on some file systems (ext4: milliseconds).
+    fn ops(&self, _mode: Mode) -> usize {
+        BATCH
+    }
+
+    fn plain(&mut self, m: usize) -> Result<f64> {
+        self.clean()?;
+        let t = Instant::now();
+        for _ in 0..m {
+            // SAFETY: our own descriptor.
+            check(unsafe { libc::fsync(self.fd) } as isize, "fsync")?;
+        }
+        Ok(elapsed_ns(t))
+    }
+
+    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+        self.clean()?;
+        let t = Instant::now();
+        for _ in 0..m / k {
+            let mut calls: Vec<Call> = (0..k).map(|_| Call::fsync(self.fd)).collect();
+            mc.run(&mut calls)?;
+            check_batch(&calls, "fsync")?;
+        }
+        Ok(elapsed_ns(t))
+    }
+}
+
+/// A connected pair (pipe or socket): `BATCH` transfers one way, then `BATCH` back out of the
+/// other end; only the `send` (true) or the receive half is timed. Pipes use read/write of
+/// `BLOCK` bytes, sockets sendmsg/recvmsg of `MESSAGE` bytes.
+struct Stream {
+    tx: OwnedFd,
+    rx: OwnedFd,
+    send: bool,
+    socket: bool,
+    /// Batched through slots 0 (tx) and 1 (rx) of the ring's fixed-file table.
+    fixed: bool,
+    bufs: Vec<Vec<u8>>,
+}
+
+impl Stream {
+    fn len(&self) -> usize {
+        if self.socket {
+            MESSAGE
+        } else {
+            BLOCK
+        }
+    }
+
+    fn send_plain(&mut self) -> Result<()> {
+        let (fd, len) = (self.tx.as_raw_fd(), self.len());
+        let buf = self.bufs[0].as_ptr();
+        // SAFETY: buf holds at least len bytes.
+        let r = unsafe {
+            if self.socket {
+                let mut iov = libc::iovec {
+                    iov_base: buf as *mut _,
+                    iov_len: len,
+                };
+                let mut msg: libc::msghdr = std::mem::zeroed();
+                msg.msg_iov = &mut iov;
+                msg.msg_iovlen = 1;
+                libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL)
+            } else {
+                libc::write(fd, buf.cast(), len)
+            }
+        };
+        if check(r, "send")? != len {
+            bail!("short send in calibration");
+        }
+        Ok(())
+    }
+
+    fn recv_plain(&mut self) -> Result<()> {
+        let (fd, len) = (self.rx.as_raw_fd(), self.len());
+        let buf = self.bufs[0].as_mut_ptr();
+        // SAFETY: buf holds at least len bytes.
+        let r = unsafe {
+            if self.socket {
+                let mut iov = libc::iovec {
+                    iov_base: buf.cast(),
+                    iov_len: len,
+                };
+                let mut msg: libc::msghdr = std::mem::zeroed();
+                msg.msg_iov = &mut iov;
+                msg.msg_iovlen = 1;
+                libc::recvmsg(fd, &mut msg, libc::MSG_WAITALL)
+            } else {
+                libc::read(fd, buf.cast(), len)
+            }
+        };
+        if check(r, "receive")? != len {
+            bail!("short receive in calibration");
+        }
+        Ok(())
+    }
+}
+
+impl Bench for Stream {
+    fn plain(&mut self, m: usize) -> Result<f64> {
+        let mut ns = 0.0;
+        for _ in 0..m / BATCH {
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                self.send_plain()?;
+            }
+            if self.send {
+                ns += elapsed_ns(t);
+            }
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                self.recv_plain()?;
+            }
+            if !self.send {
+                ns += elapsed_ns(t);
+            }
+        }
+        Ok(ns)
+    }
+
+    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+        let (tx, rx, len, socket, fixed) = (
+            self.tx.as_raw_fd(),
+            self.rx.as_raw_fd(),
+            self.len(),
+            self.socket,
+            self.fixed,
+        );
+        let (tx, rx) = if fixed { (0, 1) } else { (tx, rx) };
+        fn fix(c: Call<'_>, fixed: bool) -> Call<'_> {
+            if fixed {
+                c.fixed()
+            } else {
+                c
+            }
+        }
+        let mut ns = 0.0;
+        for _ in 0..m / BATCH {
+            if self.send {
+                let t = Instant::now();
+                for _ in 0..BATCH / k {
+                    let iovs: Vec<[IoSlice; 1]> = self.bufs[..k]
+                        .iter()
+                        .map(|b| [IoSlice::new(&b[..len])])
+                        .collect();
+                    let mut calls: Vec<Call> = iovs
+                        .iter()
+                        .zip(&self.bufs)
+                        .map(|(iov, b)| {
+                            let c = if socket {
+                                Call::sendmsg(tx, iov, 0)
+                            } else {
+                                Call::write(tx, &b[..len])
+                            };
+                            fix(c, fixed)
+                        })
+                        .collect();
+                    mc.run(&mut calls)?;
+                    check_batch(&calls, "send")?;
+                }
+                ns += elapsed_ns(t);
+                for _ in 0..BATCH {
+                    self.recv_plain()?;
+                }
+            } else {
+                for _ in 0..BATCH {
+                    self.send_plain()?;
+                }
+                let t = Instant::now();
+                for _ in 0..BATCH / k {
+                    let mut iovs: Vec<[std::io::IoSliceMut; 1]> = Vec::with_capacity(k);
+                    let mut rest: &mut [Vec<u8>] = &mut self.bufs[..k];
+                    while let Some((b, tail)) = rest.split_first_mut() {
+                        iovs.push([std::io::IoSliceMut::new(&mut b[..len])]);
+                        rest = tail;
+                    }
+                    let mut calls: Vec<Call> = iovs
+                        .iter_mut()
+                        .map(|iov| {
+                            let c = if socket {
+                                Call::recvmsg(rx, iov, libc::MSG_WAITALL)
+                            } else {
+                                let b: &mut [u8] = &mut iov[0];
+                                Call::read(rx, b)
+                            };
+                            fix(c, fixed)
+                        })
+                        .collect();
+                    mc.run(&mut calls)?;
+                    check_batch(&calls, "receive")?;
+                }
+                ns += elapsed_ns(t);
+            }
+        }
+        Ok(ns)
+    }
+}
+
+/// The plain, batched-per-op and fixed-per-batch figures of one op from `repeats` repeats.
+fn measure_op(
+    bench: &mut dyn Bench,
+    mut mc: Option<&mut MultiCall>,
+    mode: Mode,
+) -> Result<(Measure, Option<(Measure, Measure)>)> {
+    let (m, n) = (bench.ops(mode), BATCH as f64);
+    let (mut plain, mut per_op, mut fixed) = (Vec::new(), Vec::new(), Vec::new());
+    // One unrecorded round first: caches, page faults, lazy kernel set-up.
+    for r in 0..=mode.repeats() {
+        let (mut p, mut t1, mut tn) = (0.0, 0.0, 0.0);
+        for phase in 0..3 {
+            match (phase + r) % 3 {
+                0 => p = bench.plain(m)? / m as f64,
+                1 => {
+                    if let Some(mc) = mc.as_deref_mut() {
+                        t1 = bench.batched(mc, m, 1)? / m as f64;
+                    }
+                }
+                _ => {
+                    if let Some(mc) = mc.as_deref_mut() {
+                        tn = bench.batched(mc, m, BATCH)? / m as f64;
+                    }
+                }
+            }
+        }
+        if r == 0 {
+            continue;
+        }
+        plain.push(p);
+        // t1 = fixed + b; tn = (fixed + N b) / N.
+        let b = (tn * n - t1) / (n - 1.0);
+        per_op.push(b);
+        fixed.push(t1 - b);
+    }
+    let plain = Measure::from_samples(&mut plain).context("no plain measure")?;
+    let batched = match mc {
+        Some(_) => Some((
+            Measure::from_samples(&mut per_op).context("no batched measure")?,
+            Measure::from_samples(&mut fixed).context("no batch measure")?,
+        )),
+        None => None,
+    };
+    Ok((plain, batched))
+}
+
+/// A scratch directory for the file measures, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(parent: &Path) -> Result<Scratch> {
+        let dir = parent.join(format!("pkprof-calibrate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        Ok(Scratch(dir))
+    }
+
+    /// A file of `blocks` blocks, read once so that it is in the page cache.
+    fn file(&self, name: &str, blocks: usize) -> Result<(PathBuf, OwnedFd)> {
+        let path = self.0.join(name);
+        std::fs::write(&path, vec![0x5a; blocks * BLOCK])
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        let _ = std::fs::read(&path)?;
+        Ok((path, f.into()))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn cstring(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("no NUL in a path we made")
+}
+
+/// The file system type of `path`, by name where known.
+fn fs_type(path: &Path) -> String {
+    // SAFETY: statfs is plain data; the path is NUL-terminated.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(cstring(path).as_ptr(), &mut s) } != 0 {
+        return "unknown".into();
+    }
+    match s.f_type as i64 {
+        0xEF53 => "ext4".into(),
+        0x5846_5342 => "xfs".into(),
+        0x9123_683E => "btrfs".into(),
+        0x0102_1994 => "tmpfs".into(),
+        0x794C_7630 => "overlayfs".into(),
+        t => format!("fs 0x{t:x}"),
+    }
+}
+
+/// A connected loopback TCP pair (tx, rx), Nagle off.
+fn tcp_pair() -> Result<(OwnedFd, OwnedFd)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("loopback TCP")?;
+    let tx = std::net::TcpStream::connect(listener.local_addr()?)?;
+    let (rx, _) = listener.accept()?;
+    tx.set_nodelay(true)?;
+    rx.set_nodelay(true)?;
+    Ok((tx.into(), rx.into()))
+}
+
+fn unix_pair() -> Result<(OwnedFd, OwnedFd)> {
+    let (a, b) = std::os::unix::net::UnixStream::pair().context("unix socket pair")?;
+    Ok((a.into(), b.into()))
+}
+
+fn pipe_pair() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for two descriptors.
+    check(unsafe { libc::pipe(fds.as_mut_ptr()) } as isize, "pipe")?;
+    // SAFETY: pipe returned two new descriptors we own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[1]), OwnedFd::from_raw_fd(fds[0])) })
+}
+
+fn bufs(len: usize) -> Vec<Vec<u8>> {
+    (0..BATCH).map(|_| vec![0x5a; len]).collect()
+}
+
+/// The crossing: `getppid`, which does nothing else.
+fn crossing(mode: Mode) -> Result<Measure> {
+    let mut samples = Vec::new();
+    for r in 0..=mode.repeats() {
+        let t = Instant::now();
+        for _ in 0..mode.ops() {
+            // SAFETY: no arguments, cannot fail.
+            unsafe { libc::syscall(libc::SYS_getppid) };
+        }
+        if r > 0 {
+            samples.push(elapsed_ns(t) / mode.ops() as f64);
+        }
+    }
+    Measure::from_samples(&mut samples).context("no crossing measure")
+}
+
+/// Measures the whole table; `progress` gets one line per figure.
+pub fn calibrate(mode: Mode, progress: &mut dyn FnMut(&str)) -> Result<CostTable> {
+    let started = Instant::now();
+    // The library's cheapest set-up for these batches: a fixed-file table for the "fixed file"
+    // variants (and the registered ring fd, its default).
+    let options = Options::new((2 * BATCH) as u32).file_slots(2);
+    let mut mc = match MultiCall::with_options(&options) {
+        Ok(mc) => Ok(mc),
+        Err(e @ pkprof_multicall::Error::Unavailable { .. }) => Err(e.to_string()),
+        Err(e) => return Err(e).context("opening an io_uring for the calibration"),
+    };
+    let batched_unavailable = mc.as_ref().err().cloned();
+    let engine = match &mc {
+        Ok(mc) => mc.describe(),
+        Err(why) => format!("nothing: {why}"),
+    };
+    let mut targets = BTreeMap::new();
+    let mut ops = Vec::new();
+    let crossing = crossing(mode)?;
+    progress(&format!("crossing (getppid): {:.0} ns", crossing.median_ns));
+
+    // Page-cache file (a disk file system: /var/tmp, else the temp dir) and tmpfs.
+    let mut dirs = vec![("file", PathBuf::from("/var/tmp"))];
+    if !Path::new("/var/tmp").is_dir() {
+        dirs[0].1 = std::env::temp_dir();
+    }
+    if fs_type(Path::new("/dev/shm")) == "tmpfs" {
+        dirs.push(("tmpfs", PathBuf::from("/dev/shm")));
+    }
+    let blocks = mode.ops().max(256);
+    for (on, dir) in &dirs {
+        let scratch = Scratch::new(dir)?;
+        let fs = fs_type(dir);
+        targets.insert(
+            on.to_string(),
+            if *on == "file" {
+                format!("page-cache file on {fs} in {}", dir.display())
+            } else {
+                format!("file on {fs} in {}", dir.display())
+            },
+        );
+        let (path, file) = scratch.file("data", blocks)?;
+        let fd = file.as_raw_fd();
+        if let Ok(mc) = mc.as_mut() {
+            mc.register_files(0, &[fd])
+                .context("registering the calibration file")?;
+        }
+        for (op, write, positioned) in [
+            ("read", false, false),
+            ("write", true, false),
+            ("pread", false, true),
+            ("pwrite", true, true),
+        ] {
+            for fixed in [false, true] {
+                let mut b = FileRw {
+                    fd,
+                    fixed,
+                    write,
+                    positioned,
+                    bufs: bufs(BLOCK),
+                };
+                let variant = if fixed { "fixed file" } else { "" };
+                let m = mc.as_mut().ok();
+                ops.push(op_cost(op, on, variant, &mut b, m, mode, progress)?);
+            }
+        }
+        let p = cstring(&path);
+        for (op, open, cached) in [
+            ("openat", true, false),
+            ("openat", true, true),
+            ("close", false, false),
+        ] {
+            let mut b = OpenClose {
+                path: p.clone(),
+                open,
+                cached,
+            };
+            let variant = if cached { "RESOLVE_CACHED" } else { "" };
+            let m = mc.as_mut().ok();
+            ops.push(op_cost(op, on, variant, &mut b, m, mode, progress)?);
+        }
+        let mut b = Statx { path: p.clone() };
+        let m = mc.as_mut().ok();
+        ops.push(op_cost("statx", on, "", &mut b, m, mode, progress)?);
+        let mut b = Fsync { fd };
+        let m = mc.as_mut().ok();
+        ops.push(op_cost("fsync", on, "", &mut b, m, mode, progress)?);
+    }
+
+    type Opener = fn() -> Result<(OwnedFd, OwnedFd)>;
+    let streams: [(&str, &str, Opener, bool); 3] = [
+        ("pipe", "pipe (4 KiB transfers)", pipe_pair, false),
+        (
+            "unix",
+            "unix stream socket pair (64-byte messages)",
+            unix_pair,
+            true,
+        ),
+        (
+            "tcp",
+            "loopback TCP connection, Nagle off (64-byte messages)",
+            tcp_pair,
+            true,
+        ),
+    ];
+    for (on, what, open, socket) in streams {
+        targets.insert(on.to_string(), what.to_string());
+        let names = if socket {
+            ["sendmsg", "recvmsg"]
+        } else {
+            ["write", "read"]
+        };
+        for (op, send) in names.into_iter().zip([true, false]) {
+            for fixed in [false, true] {
+                let (tx, rx) = open()?;
+                if let Ok(mc) = mc.as_mut() {
+                    mc.register_files(0, &[tx.as_raw_fd(), rx.as_raw_fd()])
+                        .context("registering the calibration pair")?;
+                }
+                let mut b = Stream {
+                    tx,
+                    rx,
+                    send,
+                    socket,
+                    fixed,
+                    bufs: bufs(BLOCK),
+                };
+                let variant = if fixed { "fixed file" } else { "" };
+                let m = mc.as_mut().ok();
+                ops.push(op_cost(op, on, variant, &mut b, m, mode, progress)?);
+            }
+        }
+    }
+
+    let file_dir = &dirs[0].1;
+    let single_calls = single_calls(file_dir, mode, &ops, progress)?;
+
+    Ok(CostTable {
+        schema: COSTS_SCHEMA.into(),
+        key: machine_key(),
+        measured_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs(),
+        seconds: started.elapsed().as_secs_f64(),
+        mode: mode.name().into(),
+        batch_size: BATCH as u32,
+        engine,
+        targets,
+        crossing,
+        batched_unavailable,
+        ops,
+        single_calls,
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // the figure's name, its bench, and where to report
+fn op_cost(
+    op: &str,
+    on: &str,
+    variant: &str,
+    bench: &mut dyn Bench,
+    mc: Option<&mut MultiCall>,
+    mode: Mode,
+    progress: &mut dyn FnMut(&str),
+) -> Result<OpCost> {
+    let (plain, batched) =
+        measure_op(bench, mc, mode).with_context(|| format!("calibrating {op} on {on}"))?;
+    progress(&format!(
+        "{op} on {on} {variant}: plain {:.0} ns{}",
+        plain.median_ns,
+        batched.map_or(String::new(), |(b, f)| format!(
+            ", batched {:.0} ns + {:.0} ns per batch",
+            b.median_ns, f.median_ns
+        ))
+    ));
+    Ok(OpCost {
+        op: op.into(),
+        on: on.into(),
+        variant: variant.into(),
+        plain,
+        batched: batched.map(|(b, _)| b),
+        batch_fixed: batched.map(|(_, f)| f),
+    })
+}
+
+/// The single calls against the calls they replace, on the page-cache file.
+fn single_calls(
+    dir: &Path,
+    mode: Mode,
+    ops: &[OpCost],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<SingleCallCost>> {
+    let scratch = Scratch::new(dir)?;
+    let blocks = mode.ops().max(256);
+    let (_, src) = scratch.file("src", blocks)?;
+    let (_, dst) = scratch.file("dst", blocks)?;
+    let (src, dst) = (src.as_raw_fd(), dst.as_raw_fd());
+    let mut out = Vec::new();
+    let plain = |op: &str| {
+        ops.iter()
+            .find(|o| o.op == op && o.on == "file" && o.variant.is_empty())
+    };
+
+    // copy_file_range of the whole file against the 4 KiB read + write loop, per 4 KiB.
+    let mut loop_ns = Vec::new();
+    let mut cfr_ns = Vec::new();
+    let mut buf = vec![0u8; BLOCK];
+    for r in 0..=mode.repeats() {
+        // The copy goes to a new (emptied) file, as a copy program's does.
+        let rewind = || -> Result<()> {
+            truncate(dst)?;
+            for fd in [src, dst] {
+                // SAFETY: our own descriptors.
+                check(
+                    unsafe { libc::lseek(fd, 0, libc::SEEK_SET) } as isize,
+                    "lseek",
+                )?;
+            }
+            Ok(())
+        };
+        rewind()?;
+        let t = Instant::now();
+        for _ in 0..blocks {
+            // SAFETY: buf holds BLOCK bytes.
+            let n = unsafe { libc::read(src, buf.as_mut_ptr().cast(), BLOCK) };
+            check(n, "read")?;
+            check(
+                unsafe { libc::write(dst, buf.as_ptr().cast(), n as usize) },
+                "write",
+            )?;
+        }
+        let l = elapsed_ns(t) / blocks as f64;
+        rewind()?;
+        let t = Instant::now();
+        let mut left = blocks * BLOCK;
+        while left > 0 {
+            // SAFETY: null offsets: the file positions.
+            let n = unsafe {
+                libc::copy_file_range(
+                    src,
+                    std::ptr::null_mut(),
+                    dst,
+                    std::ptr::null_mut(),
+                    left,
+                    0,
+                )
+            };
+            if check(n, "copy_file_range")? == 0 {
+                break;
+            }
+            left -= n as usize;
+        }
+        let c = elapsed_ns(t) / blocks as f64;
+        if r > 0 {
+            loop_ns.push(l);
+            cfr_ns.push(c);
+        }
+    }
+    out.push(SingleCallCost {
+        call: "copy_file_range".into(),
+        unit: "4 KiB read + write iteration".into(),
+        on: "file".into(),
+        plain: Measure::from_samples(&mut loop_ns).context("no copy measure")?,
+        single: Measure::from_samples(&mut cfr_ns).context("no copy measure")?,
+    });
+
+    // Vector calls: the cost of one element more (BATCH elements against 1), against the
+    // plain call each element replaces.
+    let mut bufs: Vec<Vec<u8>> = bufs(BLOCK);
+    for (call, op) in [
+        ("writev", "write"),
+        ("readv", "read"),
+        ("pwritev", "pwrite"),
+        ("preadv", "pread"),
+    ] {
+        let fd = if op.contains("write") { dst } else { src };
+        let mut samples = Vec::new();
+        for r in 0..=mode.repeats() {
+            let mut per_call = [0.0; 2];
+            for (slot, k) in [(0, 1), (1, BATCH)] {
+                if call == "writev" {
+                    truncate(fd)?; // appends to a new file, as the plain write was measured
+                }
+                // SAFETY: our own descriptor.
+                check(
+                    unsafe { libc::lseek(fd, 0, libc::SEEK_SET) } as isize,
+                    "lseek",
+                )?;
+                let iov: Vec<libc::iovec> = bufs[..k]
+                    .iter_mut()
+                    .map(|b| libc::iovec {
+                        iov_base: b.as_mut_ptr().cast(),
+                        iov_len: BLOCK,
+                    })
+                    .collect();
+                let calls = mode.ops() / BATCH;
+                let t = Instant::now();
+                for i in 0..calls {
+                    let off = ((i * k * BLOCK) % (blocks * BLOCK / 2)) as libc::off_t;
+                    // SAFETY: iov names k live buffers of BLOCK bytes.
+                    let n = unsafe {
+                        match call {
+                            "writev" => libc::writev(fd, iov.as_ptr(), k as i32),
+                            "readv" => libc::readv(fd, iov.as_ptr(), k as i32),
+                            "pwritev" => libc::pwritev(fd, iov.as_ptr(), k as i32, off),
+                            _ => libc::preadv(fd, iov.as_ptr(), k as i32, off),
+                        }
+                    };
+                    check(n, call)?;
+                }
+                per_call[slot] = elapsed_ns(t) / calls as f64;
+            }
+            if r > 0 {
+                samples.push((per_call[1] - per_call[0]) / (BATCH - 1) as f64);
+            }
+        }
+        let Some(p) = plain(op) else { continue };
+        out.push(SingleCallCost {
+            call: call.into(),
+            unit: format!("{op} (one {} KiB element more)", BLOCK / 1024),
+            on: "file".into(),
+            plain: p.plain,
+            single: Measure::from_samples(&mut samples).context("no vector measure")?,
+        });
+    }
+
+    // close_range of BATCH descriptors against 1, per descriptor more, against close.
+    let mut samples = Vec::new();
+    const FIRST: i32 = 900;
+    for r in 0..=mode.repeats() {
+        let mut per_call = [0.0; 2];
+        for (slot, k) in [(0usize, 1usize), (1, BATCH)] {
+            let calls = mode.ops() / BATCH;
+            let mut ns = 0.0;
+            for _ in 0..calls {
+                for j in 0..k {
+                    // SAFETY: duplicates our own descriptor onto a free high number.
+                    check(
+                        unsafe { libc::dup2(src, FIRST + j as i32) } as isize,
+                        "dup2",
+                    )?;
+                }
+                let t = Instant::now();
+                // SAFETY: closes exactly the descriptors dup2 just made.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_close_range,
+                        FIRST as u32,
+                        (FIRST + k as i32 - 1) as u32,
+                        0u32,
+                    )
+                };
+                ns += elapsed_ns(t);
+                check(r as isize, "close_range")?;
+            }
+            per_call[slot] = ns / calls as f64;
+        }
+        if r > 0 {
+            samples.push((per_call[1] - per_call[0]) / (BATCH - 1) as f64);
+        }
+    }
+    if let Some(p) = plain("close") {
+        out.push(SingleCallCost {
+            call: "close_range".into(),
+            unit: "close (one descriptor more)".into(),
+            on: "file".into(),
+            plain: p.plain,
+            single: Measure::from_samples(&mut samples).context("no close_range measure")?,
+        });
+    }
+    for s in &out {
+        progress(&format!(
+            "{}: {:.0} ns per {} against {:.0} ns",
+            s.call, s.single.median_ns, s.unit, s.plain.median_ns
+        ));
+    }
+    Ok(out)
+}

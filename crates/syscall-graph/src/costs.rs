@@ -1,0 +1,1006 @@
+//! Measured advice: the per-operation cost table `pkprof syscalls --calibrate` measures (plain
+//! system call against the same operation in a multi-call batch, and the single-call
+//! replacements), and the arithmetic that turns it and a cluster's observed counts and times into
+//! an estimated saving, in ns and in % of the cluster's time. With a table, a multi-call is
+//! suggested only where it is expected to save time; otherwise the single call if that wins, or
+//! "leave it" with the reason (`Kind::LeaveIt`). See docs/design.md "Measured advice".
+//!
+//! The model (all costs are medians of repeated measures, with their p25..p75 spread):
+//! - an op of kind k costs `plain(k)` as a system call (crossing included) and `batched(k)` more
+//!   per extra op inside a batch, which costs `fixed(k)` once (the `io_uring_enter`, the ring's
+//!   bookkeeping, an io-wq worker's wake-up): a batch of ops S costs
+//!   `max(fixed over S) + sum(batched over S)`;
+//! - a cluster batched as `batches` batches over `ops` ops (per path position) saves
+//!   `sum over positions(ops_i * (plain_i - batched_i)) - batches * fixed`, where
+//!   `ops - batches` is its `crossings_saved` (see `clusters`);
+//! - a single call that replaces a read/write loop saves `iterations * (plain - single)` per
+//!   calibrated iteration (4 KiB); a vector call (writev, preadv, close_range, ...) that merges a
+//!   run saves `crossings_saved * (plain(op) - single)`, `single` being its cost per extra element;
+//! - the cluster's time is its calls times their observed mean time (the collector's, from
+//!   entry to exit) plus one calibrated crossing (`getppid`), which the collector does not see;
+//!   without observed times (`--no-time`) the calibrated plain cost.
+//!
+//! The range of an estimate takes each cost at the end of its spread that favours (high) or
+//! disfavours (low) the replacement; it is `noisy` when a cost it uses has a spread over
+//! `NOISY_SPREAD` of its median. File operations are estimated on the page-cache file, socket
+//! operations on loopback TCP, the transfers at the calibrated 4 KiB; `basis` says so.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clusters::Cluster;
+use crate::graph::Graph;
+use crate::suggest::{self, Kind, Shape, Suggestion};
+
+/// The value of `CostTable::schema`; changes when a field changes meaning.
+pub const COSTS_SCHEMA: &str = "pkprof-calibration/1";
+
+/// The replacement of a `Kind::LeaveIt` suggestion.
+pub const LEAVE_IT: &str = "keep the calls as they are";
+
+/// A spread wider than this share of the median makes a measure noisy: (p75 - p25) / median.
+pub const NOISY_SPREAD: f64 = 0.25;
+
+/// One cost, measured `samples` times: the median and quartiles, in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Measure {
+    pub median_ns: f64,
+    pub p25_ns: f64,
+    pub p75_ns: f64,
+    pub samples: u32,
+}
+
+impl Measure {
+    /// Median and quartiles of `samples` (sorted here); None when there are none or any is not
+    /// finite.
+    pub fn from_samples(samples: &mut [f64]) -> Option<Measure> {
+        if samples.is_empty() || samples.iter().any(|s| !s.is_finite()) {
+            return None;
+        }
+        samples.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            // Linear interpolation between the closest ranks.
+            let x = p * (samples.len() - 1) as f64;
+            let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+            samples[lo] + (samples[hi] - samples[lo]) * (x - lo as f64)
+        };
+        Some(Measure {
+            median_ns: q(0.5),
+            p25_ns: q(0.25),
+            p75_ns: q(0.75),
+            samples: samples.len() as u32,
+        })
+    }
+
+    /// (p75 - p25) / |median|; infinite for a zero median with any spread.
+    pub fn spread(&self) -> f64 {
+        let width = self.p75_ns - self.p25_ns;
+        if width <= 0.0 {
+            0.0
+        } else {
+            width / self.median_ns.abs()
+        }
+    }
+
+    pub fn noisy(&self) -> bool {
+        self.spread() > NOISY_SPREAD
+    }
+}
+
+/// What the table was measured for: a cached table is used only on the same key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CalibrationKey {
+    /// `uname -r`.
+    pub kernel: String,
+    /// /proc/cpuinfo's first "model name".
+    pub cpu: String,
+    pub pkprof_version: String,
+}
+
+/// One operation kind on one kind of file: plain and batched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpCost {
+    /// The multi-call op: read, write, pread, pwrite, openat, close, statx, fsync, sendmsg,
+    /// recvmsg.
+    pub op: String,
+    /// A key of `CostTable::targets`: file, tmpfs, pipe, unix, tcp.
+    pub on: String,
+    /// How the batched op was issued: "" (plain descriptors), "fixed file" (the descriptor in
+    /// the ring's fixed-file table), "RESOLVE_CACHED" (openat)... The advice uses the cheapest.
+    #[serde(default)]
+    pub variant: String,
+    /// One system call, crossing included.
+    pub plain: Measure,
+    /// Each op inside a batch, beyond the batch's fixed cost (None: batches unavailable).
+    pub batched: Option<Measure>,
+    /// The fixed cost of one batch of this op (None: batches unavailable).
+    pub batch_fixed: Option<Measure>,
+}
+
+/// A single Linux call measured against the calls it replaces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SingleCallCost {
+    /// copy_file_range, writev, readv, preadv, pwritev, close_range, ...
+    pub call: String,
+    /// What one unit is: "4 KiB read + write iteration", "write (one element more)".
+    pub unit: String,
+    pub on: String,
+    /// The replaced calls, per unit.
+    pub plain: Measure,
+    /// The single call, per unit.
+    pub single: Measure,
+}
+
+/// The table `pkprof syscalls --calibrate` measures and caches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CostTable {
+    pub schema: String,
+    pub key: CalibrationKey,
+    /// When it was measured (seconds since the epoch).
+    pub measured_unix_s: u64,
+    /// How long the calibration took, s.
+    pub seconds: f64,
+    /// "full" or "quick".
+    pub mode: String,
+    /// Ops per batch in the batched measures.
+    pub batch_size: u32,
+    /// What ran the batches (`MultiCall::describe`).
+    #[serde(default)]
+    pub engine: String,
+    /// What each `on` is, e.g. file: "page-cache file on ext4 in /var/tmp".
+    pub targets: BTreeMap<String, String>,
+    /// A system call that does nothing (`getppid`): the crossing.
+    pub crossing: Measure,
+    /// Why batches could not be measured (io_uring unavailable), if so.
+    pub batched_unavailable: Option<String>,
+    pub ops: Vec<OpCost>,
+    pub single_calls: Vec<SingleCallCost>,
+}
+
+impl CostTable {
+    /// The op on `on`, in the variant whose batch of `batch_size` costs least per op.
+    pub fn op(&self, op: &str, on: &str) -> Option<&OpCost> {
+        let n = f64::from(self.batch_size.max(1));
+        let per_op = |o: &OpCost| match (o.batched, o.batch_fixed) {
+            (Some(b), Some(f)) => b.median_ns + f.median_ns / n,
+            _ => f64::INFINITY,
+        };
+        self.ops
+            .iter()
+            .filter(|o| o.op == op && o.on == on)
+            .min_by(|a, b| per_op(a).total_cmp(&per_op(b)))
+    }
+
+    pub fn single_call(&self, call: &str) -> Option<&SingleCallCost> {
+        self.single_calls.iter().find(|s| s.call == call)
+    }
+
+    /// Every measure of the table, for its overall noise.
+    fn measures(&self) -> impl Iterator<Item = &Measure> {
+        std::iter::once(&self.crossing)
+            .chain(
+                self.ops
+                    .iter()
+                    .flat_map(|o| [Some(&o.plain), o.batched.as_ref(), o.batch_fixed.as_ref()])
+                    .flatten(),
+            )
+            .chain(self.single_calls.iter().flat_map(|s| [&s.plain, &s.single]))
+    }
+
+    /// The widest spread of any measure (see `Measure::spread`).
+    pub fn worst_spread(&self) -> f64 {
+        self.measures().map(Measure::spread).fold(0.0, f64::max)
+    }
+
+    /// Measures whose spread is over `NOISY_SPREAD`, of all.
+    pub fn noisy_count(&self) -> (usize, usize) {
+        let all: Vec<&Measure> = self.measures().collect();
+        (all.iter().filter(|m| m.noisy()).count(), all.len())
+    }
+}
+
+/// What the advice knows about costs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Costs {
+    /// The library's default: no advice on time, and the reports say nothing about it.
+    #[default]
+    NotGiven,
+    /// No table for this machine: why, and how to measure one (shown by the reports).
+    Missing(String),
+    /// A table, and where it came from (shown by the reports).
+    Table {
+        table: Box<CostTable>,
+        source: String,
+    },
+}
+
+/// The time a cluster's suggestion is expected to save.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Saving {
+    /// No estimate, and why (not calibrated, nothing measured for that call...).
+    Unknown {
+        why: String,
+    },
+    Estimated(Estimate),
+}
+
+/// One replacement the advice weighed for a cluster, and its saving.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alternative {
+    pub kind: Kind,
+    pub replacement: Option<String>,
+    pub saving: Saving,
+}
+
+/// An estimated saving; negative: the replacement would cost time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub saved_ns: i64,
+    /// The range from the measures' spreads (see module docs).
+    pub saved_low_ns: i64,
+    pub saved_high_ns: i64,
+    /// The cluster's calls' time, to put the saving in proportion.
+    pub cluster_ns: u64,
+    /// A cost it uses had a wide spread.
+    pub noisy: bool,
+    /// The per-op costs it rests on, in words.
+    pub basis: String,
+}
+
+impl Estimate {
+    /// `saved_ns` in % of `cluster_ns` (0 when the cluster took no time).
+    pub fn percent(&self) -> f64 {
+        if self.cluster_ns == 0 {
+            0.0
+        } else {
+            100.0 * self.saved_ns as f64 / self.cluster_ns as f64
+        }
+    }
+
+    /// The sum of several clusters' estimates (a group's): the first's basis.
+    pub fn sum<'a>(mut all: impl Iterator<Item = &'a Estimate>) -> Option<Estimate> {
+        let mut total = all.next()?.clone();
+        for e in all {
+            total.saved_ns += e.saved_ns;
+            total.saved_low_ns += e.saved_low_ns;
+            total.saved_high_ns += e.saved_high_ns;
+            total.cluster_ns += e.cluster_ns;
+            total.noisy |= e.noisy;
+        }
+        Some(total)
+    }
+}
+
+/// The target an op is estimated on (see module docs).
+fn target_of(op: &str) -> &'static str {
+    match op {
+        "sendmsg" | "recvmsg" => "tcp",
+        _ => "file",
+    }
+}
+
+/// `1.52 µs` / `820 ns`.
+pub fn format_ns(ns: f64) -> String {
+    if ns.abs() >= 1e6 {
+        format!("{:.1} ms", ns / 1e6)
+    } else if ns.abs() >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// `2026-11-24 20:31 UTC` from seconds since the epoch (civil-from-days, H. Hinnant's algorithm:
+/// the one date the reports print does not warrant a date crate).
+pub fn format_time(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        secs / 3600,
+        secs % 3600 / 60
+    )
+}
+
+/// How a cluster's calls are spread over its path, from the thread's graph.
+struct Observed {
+    /// Mean time per call of each path position (collector's time, no crossing), ns.
+    mean_ns: Vec<f64>,
+    /// Calls of each path position in the cluster.
+    calls: Vec<f64>,
+}
+
+fn observe(c: &Cluster, g: &Graph) -> Observed {
+    let mean_ns = c
+        .path
+        .iter()
+        .map(|n| {
+            g.index_of(n)
+                .map(|i| &g.nodes[i])
+                .filter(|s| s.calls > 0)
+                .map_or(0.0, |s| s.total_ns as f64 / s.calls as f64)
+        })
+        .collect();
+    let calls = match c.shape {
+        // Every call of the syscall is taken to be in a run (see `batches`).
+        Shape::SelfLoop => vec![g
+            .index_of(&c.path[0])
+            .map_or(c.count + 1, |i| g.nodes[i].calls.max(c.count + 1))
+            as f64],
+        _ => vec![c.count as f64; c.path.len()],
+    };
+    Observed { mean_ns, calls }
+}
+
+/// The cluster's time: calls x (observed mean + one crossing), or the plain cost without times.
+fn cluster_ns(table: &CostTable, c: &Cluster, obs: &Observed) -> u64 {
+    let mut total = 0.0;
+    for (i, n) in c.path.iter().enumerate() {
+        let calls = obs.calls[i.min(obs.calls.len() - 1)];
+        let per = if obs.mean_ns[i] > 0.0 {
+            obs.mean_ns[i] + table.crossing.median_ns
+        } else {
+            suggest::multicall_op(&n.name)
+                .and_then(|(op, _)| table.op(op, target_of(op)))
+                .map_or(table.crossing.median_ns, |o| o.plain.median_ns)
+        };
+        total += calls * per;
+    }
+    total.max(0.0) as u64
+}
+
+/// (median, low, high) of a saving; low and high take the spread's ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Triple {
+    mid: f64,
+    low: f64,
+    high: f64,
+}
+
+impl Triple {
+    /// `gain - cost`, each scaled by `n`.
+    fn gain(gain: &Measure, cost: &Measure, n: f64) -> Triple {
+        Triple {
+            mid: n * (gain.median_ns - cost.median_ns),
+            low: n * (gain.p25_ns - cost.p75_ns),
+            high: n * (gain.p75_ns - cost.p25_ns),
+        }
+    }
+
+    fn add(self, o: Triple) -> Triple {
+        Triple {
+            mid: self.mid + o.mid,
+            low: self.low + o.low,
+            high: self.high + o.high,
+        }
+    }
+}
+
+/// The estimate of batching the cluster as `suggestion` (Multicall or PartialMulticall) says.
+fn estimate_batch(
+    table: &CostTable,
+    c: &Cluster,
+    obs: &Observed,
+    crossings_saved: u64,
+) -> Result<Estimate, String> {
+    if let Some(why) = &table.batched_unavailable {
+        return Err(format!("batched ops are unavailable here: {why}"));
+    }
+    let mut saving = Triple::default();
+    let mut ops_total = 0.0;
+    let (mut fixed_mid, mut fixed_low, mut fixed_high, mut fixed_n) = (0.0, 0.0, 0.0, 0.0);
+    let mut noisy = false;
+    let mut basis = Vec::new();
+    let mut targets: Vec<&str> = Vec::new();
+    for (i, n) in c.path.iter().enumerate() {
+        let Some((op, _)) = suggest::multicall_op(&n.name) else {
+            continue; // stays a plain call: no change
+        };
+        let on = target_of(op);
+        if !targets.contains(&on) {
+            targets.push(on);
+        }
+        let cost = table
+            .op(op, on)
+            .ok_or_else(|| format!("{op} on a {on} was not calibrated"))?;
+        let (Some(batched), Some(fixed)) = (cost.batched, cost.batch_fixed) else {
+            return Err(format!("a batched {op} was not calibrated"));
+        };
+        let ops = obs.calls[i.min(obs.calls.len() - 1)];
+        ops_total += ops;
+        saving = saving.add(Triple::gain(&cost.plain, &batched, ops));
+        // A batch pays the dearest set-up of its ops (an op handed to an io-wq worker makes the
+        // whole batch wait for that worker's wake-up), not their average.
+        if fixed.median_ns > fixed_mid {
+            fixed_mid = fixed.median_ns;
+            fixed_low = fixed.p75_ns;
+            fixed_high = fixed.p25_ns;
+        }
+        fixed_n += ops;
+        noisy |= cost.plain.noisy() || batched.noisy() || fixed.noisy();
+        let variant = if cost.variant.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", cost.variant)
+        };
+        let line = format!(
+            "a batched {op}{variant} costs {} here against {} plain",
+            format_ns(batched.median_ns),
+            format_ns(cost.plain.median_ns)
+        );
+        if !basis.contains(&line) {
+            basis.push(line);
+        }
+    }
+    if fixed_n == 0.0 {
+        return Err("no call of it can be batched".into());
+    }
+    // ops - batches = crossings saved (see `clusters`); at least one batch.
+    let batches = (ops_total - crossings_saved as f64).max(1.0);
+    let (fm, fl, fh) = (fixed_mid, fixed_low, fixed_high);
+    saving.mid -= batches * fm;
+    saving.low -= batches * fl;
+    saving.high -= batches * fh;
+    let on: Vec<&str> = targets
+        .iter()
+        .map(|t| table.targets.get(*t).map_or(*t, |s| s.as_str()))
+        .collect();
+    let basis = format!(
+        "{}, plus {} per batch ({} batches of {:.1} ops; on a {})",
+        basis.join(", "),
+        format_ns(fm),
+        batches.round(),
+        ops_total / batches,
+        on.join(" and a ")
+    );
+    Ok(estimate(table, c, obs, saving, noisy, basis))
+}
+
+/// The single call of `replacement` (as `suggest` names it) that the table measured.
+fn single_call_name(replacement: &str) -> &str {
+    // A read -> write loop: the file-to-file case is the one calibrated.
+    if replacement.starts_with("copy_file_range") {
+        "copy_file_range"
+    } else {
+        replacement
+    }
+}
+
+/// The estimate of the single call `suggestion` names.
+fn estimate_single(
+    table: &CostTable,
+    c: &Cluster,
+    obs: &Observed,
+    replacement: &str,
+    crossings_saved: u64,
+) -> Result<Estimate, String> {
+    let call = single_call_name(replacement);
+    let cost = table
+        .single_call(call)
+        .ok_or_else(|| format!("{call} was not calibrated"))?;
+    // A copy loop saves per iteration; a merged run per crossing saved.
+    let units = if call == "copy_file_range" || call == "sendfile" || call == "splice" {
+        c.count as f64
+    } else {
+        crossings_saved as f64
+    };
+    let saving = Triple::gain(&cost.plain, &cost.single, units);
+    let basis = format!(
+        "{call} costs {} per {} here against {} for the calls it replaces ({})",
+        format_ns(cost.single.median_ns),
+        cost.unit,
+        format_ns(cost.plain.median_ns),
+        table
+            .targets
+            .get(&cost.on)
+            .map_or(cost.on.as_str(), |s| s.as_str())
+    );
+    let noisy = cost.plain.noisy() || cost.single.noisy();
+    Ok(estimate(table, c, obs, saving, noisy, basis))
+}
+
+fn estimate(
+    table: &CostTable,
+    c: &Cluster,
+    obs: &Observed,
+    saving: Triple,
+    noisy: bool,
+    basis: String,
+) -> Estimate {
+    Estimate {
+        saved_ns: saving.mid.round() as i64,
+        saved_low_ns: saving.low.round() as i64,
+        saved_high_ns: saving.high.round() as i64,
+        cluster_ns: cluster_ns(table, c, obs),
+        noisy,
+        basis,
+    }
+}
+
+/// The measured advice for one cluster of the thread graph `g`: its suggestion (kept, replaced
+/// by the batch or single call that wins, or `Kind::LeaveIt`) and the saving expected.
+pub(crate) fn advise(
+    table: &CostTable,
+    c: &Cluster,
+    g: &Graph,
+) -> (Suggestion, Saving, Vec<Alternative>) {
+    let (s, saving, tried) = choose(table, c, g);
+    let alternatives = tried
+        .into_iter()
+        .map(|(s, e)| Alternative {
+            kind: s.kind,
+            replacement: s.replacement,
+            saving: match e {
+                Ok(e) => Saving::Estimated(e),
+                Err(why) => Saving::Unknown { why },
+            },
+        })
+        .collect();
+    (s, saving, alternatives)
+}
+
+type Tried = Vec<(Suggestion, Result<Estimate, String>)>;
+
+fn choose(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving, Tried) {
+    let obs = observe(c, g);
+    let s = &c.suggestion;
+    let mut tried: Tried = Vec::new();
+    match s.kind {
+        Kind::Multicall | Kind::PartialMulticall => {
+            tried.push((s.clone(), estimate_batch(table, c, &obs, c.crossings_saved)));
+        }
+        Kind::SingleCall => {
+            let replacement = s.replacement.as_deref().unwrap_or_default();
+            let single = estimate_single(table, c, &obs, replacement, c.crossings_saved);
+            // An unmeasured single call is kept: nothing shows a batch would beat it.
+            if let Err(why) = &single {
+                let why = why.clone();
+                tried.push((s.clone(), single));
+                return (s.clone(), Saving::Unknown { why }, tried);
+            }
+            tried.push((s.clone(), single));
+            // The batch the table would suggest without the single call, per occurrence.
+            if let Some(batch) = suggest::batch_plan(c.shape, &c.path) {
+                let saved = batch.saved_per_count * c.count;
+                let e = estimate_batch(table, c, &obs, saved);
+                tried.push((batch.suggestion, e));
+            }
+        }
+        Kind::Epoll => {
+            let why = "epoll saves work per call, not crossings: not estimated".to_string();
+            return (s.clone(), Saving::Unknown { why }, tried);
+        }
+        Kind::None | Kind::LeaveIt => {
+            let why = "nothing replaces it".to_string();
+            return (s.clone(), Saving::Unknown { why }, tried);
+        }
+    }
+    let best = tried
+        .iter()
+        .filter_map(|(s, e)| e.as_ref().ok().map(|e| (s, e)))
+        .max_by_key(|(_, e)| e.saved_ns);
+    match best {
+        Some((s, e)) if e.saved_ns > 0 => {
+            let (s, e) = (s.clone(), e.clone());
+            (s, Saving::Estimated(e), tried)
+        }
+        Some((best, e)) => {
+            let what = match best.kind {
+                Kind::SingleCall => best.replacement.clone().unwrap_or_default(),
+                _ => "a pkprof multi-call (io_uring)".into(),
+            };
+            let others: Vec<String> = tried
+                .iter()
+                .filter(|(s, _)| s != best)
+                .map(|(s, e)| {
+                    let name = match s.kind {
+                        Kind::SingleCall => s.replacement.clone().unwrap_or_default(),
+                        _ => "a multi-call".into(),
+                    };
+                    match e {
+                        Ok(e) => format!("{name} would save {}", format_ns(e.saved_ns as f64)),
+                        Err(why) => format!("{name}: {why}"),
+                    }
+                })
+                .collect();
+            let others = if others.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", others.join("; "))
+            };
+            let why = format!(
+                "{what} would cost {} more than the calls it replaces here: {}{others}",
+                format_ns(-e.saved_ns as f64),
+                e.basis
+            );
+            let leave = Suggestion {
+                kind: Kind::LeaveIt,
+                replacement: Some(LEAVE_IT.into()),
+                why,
+                unbatchable: best.unbatchable.clone(),
+            };
+            let e = e.clone();
+            (leave, Saving::Estimated(e), tried)
+        }
+        None => {
+            let reasons: Vec<&str> = tried
+                .iter()
+                .filter_map(|(_, e)| e.as_ref().err().map(String::as_str))
+                .collect();
+            let why = reasons.join("; ");
+            // A batch that cannot be run here is never suggested.
+            if table.batched_unavailable.is_some() && s.kind != Kind::SingleCall {
+                let leave = Suggestion {
+                    kind: Kind::LeaveIt,
+                    replacement: Some(LEAVE_IT.into()),
+                    why: why.clone(),
+                    unbatchable: s.unbatchable.clone(),
+                };
+                return (leave, Saving::Unknown { why }, tried);
+            }
+            (s.clone(), Saving::Unknown { why }, tried)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Node;
+    use crate::{Analysis, Options, Profile, TraceBuilder};
+
+    fn m(median: f64) -> Measure {
+        Measure {
+            median_ns: median,
+            p25_ns: median * 0.9,
+            p75_ns: median * 1.1,
+            samples: 9,
+        }
+    }
+
+    fn op(op: &str, on: &str, plain: f64, batched: f64, fixed: f64) -> OpCost {
+        OpCost {
+            op: op.into(),
+            on: on.into(),
+            variant: String::new(),
+            plain: m(plain),
+            batched: Some(m(batched)),
+            batch_fixed: Some(m(fixed)),
+        }
+    }
+
+    /// pread 800 ns plain, 1500 batched: never worth it. statx 2000 plain, 600 batched + 700
+    /// per batch. copy_file_range 900 ns per 4 KiB against 2500 for read + write.
+    fn table() -> CostTable {
+        CostTable {
+            schema: COSTS_SCHEMA.into(),
+            key: CalibrationKey {
+                kernel: "6.18".into(),
+                cpu: "test".into(),
+                pkprof_version: "0".into(),
+            },
+            measured_unix_s: 0,
+            seconds: 1.0,
+            mode: "quick".into(),
+            batch_size: 16,
+            engine: "io_uring".into(),
+            targets: BTreeMap::new(),
+            crossing: m(100.0),
+            batched_unavailable: None,
+            ops: vec![
+                op("pread", "file", 800.0, 1500.0, 700.0),
+                op("read", "file", 1000.0, 1600.0, 700.0),
+                op("write", "file", 1500.0, 4000.0, 700.0),
+                op("statx", "file", 2000.0, 600.0, 700.0),
+                op("close", "file", 300.0, 200.0, 700.0),
+            ],
+            single_calls: vec![SingleCallCost {
+                call: "copy_file_range".into(),
+                unit: "4 KiB read + write iteration".into(),
+                on: "file".into(),
+                plain: m(2500.0),
+                single: m(900.0),
+            }],
+        }
+    }
+
+    /// A thread of `rounds` repeats of `names`, each call taking `ns`.
+    fn analysis(names: &[&str], rounds: usize, ns: u64) -> Analysis {
+        let mut t = TraceBuilder::new(1, 1, "t");
+        for _ in 0..rounds {
+            for (i, n) in names.iter().enumerate() {
+                t.call(&Node::new(i as u32, *n), false, ns, None);
+            }
+        }
+        let profile = Profile {
+            target: "test".into(),
+            threads: vec![t.finish()],
+            ..Profile::default()
+        };
+        Analysis::new(&profile, &Options::default())
+    }
+
+    fn advised(names: &[&str], rounds: usize) -> (Suggestion, Saving) {
+        let a = analysis(names, rounds, 500);
+        let c = &a.clusters[0];
+        let (s, saving, _) = advise(&table(), c, &a.threads[0].graph);
+        (s, saving)
+    }
+
+    /// The cheapest variant of an op is the one estimated with, and named.
+    #[test]
+    fn the_cheapest_variant_is_used() {
+        let mut t = table();
+        let mut fixed = op("statx", "file", 2000.0, 500.0, 700.0);
+        fixed.variant = "fixed file".into();
+        t.ops.push(fixed);
+        assert_eq!(t.op("statx", "file").unwrap().variant, "fixed file");
+        assert_eq!(t.op("pread", "file").unwrap().variant, "");
+        let a = analysis(&["statx", "close"], 100, 500);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let Saving::Estimated(e) = saving else {
+            panic!("{saving:?}")
+        };
+        assert!(
+            e.basis
+                .contains("a batched statx (fixed file) costs 500 ns"),
+            "{}",
+            e.basis
+        );
+    }
+
+    /// The text report says which table it used, each cluster's time saved, and "unknown"
+    /// without a table; without costs it says nothing about time (the library's default).
+    #[test]
+    fn reports_show_the_table_and_the_savings() {
+        let text = |costs: Costs| {
+            let a = analysis(&["statx", "close"], 100, 500).with_costs(costs);
+            let mut out = Vec::new();
+            crate::render::text::write(&a, &mut out).unwrap();
+            let mut json = Vec::new();
+            crate::render::json::write(&a, &mut json).unwrap();
+            (
+                String::from_utf8(out).unwrap(),
+                String::from_utf8(json).unwrap(),
+            )
+        };
+        let (t, j) = text(Costs::NotGiven);
+        assert!(
+            !t.contains("Time saved") && !t.contains("time saved"),
+            "{t}"
+        );
+        assert!(!j.contains("\"costs\"") && !j.contains("\"saving\""), "{j}");
+        let (t, j) = text(Costs::Missing("run --calibrate".into()));
+        assert!(t.contains("Time saved: unknown: run --calibrate"), "{t}");
+        assert!(
+            t.contains("time saved: unknown (no cost table for this machine)"),
+            "{t}"
+        );
+        assert!(j.contains("\"missing\": \"run --calibrate\""), "{j}");
+        let (t, j) = text(Costs::Table {
+            table: Box::new(table()),
+            source: "/tmp/c.json".into(),
+        });
+        assert!(
+            t.contains(
+                "Time saved: estimated from the quick calibration of 1970-01-01 00:00 UTC \
+                        (/tmp/c.json, kernel 6.18; spread (p25..p75 / median) at most 20%)"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("    time saved: 80.00 µs (66.7% of the cluster's 120.00 µs"),
+            "{t}"
+        );
+        let back: crate::render::json::Report = serde_json::from_str(&j).unwrap();
+        // (serde_json parses floats to the nearest value but one, so compare what is exact.)
+        let back_table = back.costs.unwrap().table.unwrap();
+        assert_eq!(
+            (back_table.key, back_table.ops.len()),
+            (table().key, table().ops.len())
+        );
+        assert!(matches!(
+            back.clusters[0].saving,
+            Some(Saving::Estimated(_))
+        ));
+        assert_eq!(back.clusters[0].alternatives.len(), 1);
+    }
+
+    #[test]
+    fn quartiles_interpolate() {
+        let m = Measure::from_samples(&mut [5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
+        assert_eq!((m.p25_ns, m.median_ns, m.p75_ns), (2.0, 3.0, 4.0));
+        assert!((m.spread() - 2.0 / 3.0).abs() < 1e-9);
+        assert!(m.noisy());
+        let m = Measure::from_samples(&mut [1.0, 2.0]).unwrap();
+        assert_eq!((m.p25_ns, m.median_ns, m.p75_ns), (1.25, 1.5, 1.75));
+        assert!(Measure::from_samples(&mut []).is_none());
+        assert!(Measure::from_samples(&mut [f64::NAN]).is_none());
+    }
+
+    /// A chain of 3 statx per occurrence: 3 ops x (2000 - 600) - 700 per batch = 3500 ns saved
+    /// per occurrence.
+    #[test]
+    fn a_batch_that_wins_keeps_its_suggestion_and_carries_the_saving() {
+        let a = analysis(&["statx", "openat", "statx", "close"], 100, 500);
+        let c = a
+            .clusters
+            .iter()
+            .find(|c| c.suggestion.kind == Kind::Multicall)
+            .expect("a multi-call cluster");
+        let (s, saving, _) = advise(&table(), c, &a.threads[0].graph);
+        // openat is not in the table: unknown, and the suggestion stays.
+        assert_eq!(s, c.suggestion);
+        assert!(
+            matches!(&saving, Saving::Unknown { why } if why.contains("openat on a file")),
+            "{saving:?}"
+        );
+
+        let (s, saving) = advised(&["statx", "close"], 100);
+        assert_eq!(s.kind, Kind::Multicall);
+        let Saving::Estimated(e) = saving else {
+            panic!("{saving:?}")
+        };
+        // A loop statx -> close, 99 iterations (the loop count), one batch each: per iteration
+        // (2000 - 600) + (300 - 200) - 700 = 800 ns.
+        let iterations = a_count(&["statx", "close"], 100) as i64;
+        assert_eq!(e.saved_ns, iterations * 800);
+        // Low end: (1800 - 660) + (270 - 220) - 770 = 420; high: (2200 - 540) + (330 - 180) - 630.
+        assert_eq!(e.saved_low_ns, iterations * 420);
+        assert_eq!(e.saved_high_ns, iterations * 1180);
+        // Cluster time: 2 calls x (500 observed + 100 crossing) per iteration.
+        assert_eq!(e.cluster_ns, iterations as u64 * 1200);
+        assert!((e.percent() - 800.0 / 1200.0 * 100.0).abs() < 1e-9);
+        assert!(!e.noisy);
+        assert!(e
+            .basis
+            .contains("a batched statx costs 600 ns here against 2.00 µs plain"));
+    }
+
+    fn a_count(names: &[&str], rounds: usize) -> u64 {
+        analysis(names, rounds, 500).clusters[0].count
+    }
+
+    /// A pread self-loop: an unmeasured single call (preadv) is kept, its saving unknown; with
+    /// preadv measured as losing, and a batched pread losing too, it is left with the reasons.
+    #[test]
+    fn a_batch_that_loses_is_left_with_its_reason() {
+        let (s, saving) = advised(&["pread64"], 50);
+        assert_eq!(s.replacement.as_deref(), Some("preadv"));
+        assert!(
+            matches!(&saving, Saving::Unknown { why } if why == "preadv was not calibrated"),
+            "{saving:?}"
+        );
+        let mut t = table();
+        t.single_calls.push(SingleCallCost {
+            call: "preadv".into(),
+            unit: "pread (one 4 KiB element more)".into(),
+            on: "file".into(),
+            plain: m(800.0),
+            single: m(900.0),
+        });
+        let a = analysis(&["pread64"], 50, 500);
+        let (s, saving, alternatives) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        // preadv: 49 crossings saved x (800 - 900) = -4.9 µs; the batch: 50 calls x
+        // (800 - 1500) - 1 batch x 700 = -35.7 µs. The least bad is named, with the other.
+        assert_eq!(s.kind, Kind::LeaveIt, "{s:?}");
+        assert_eq!(s.replacement.as_deref(), Some(LEAVE_IT));
+        assert!(
+            s.why
+                .starts_with("preadv would cost 4.90 µs more than the calls it replaces here"),
+            "{}",
+            s.why
+        );
+        assert!(
+            s.why.contains("a multi-call would save -35.70 µs"),
+            "{}",
+            s.why
+        );
+        let Saving::Estimated(e) = saving else {
+            panic!("{saving:?}")
+        };
+        assert_eq!(e.saved_ns, 49 * (800 - 900));
+        let Saving::Estimated(batch) = &alternatives[1].saving else {
+            panic!("{alternatives:?}")
+        };
+        assert_eq!(batch.saved_ns, 50 * (800 - 1500) - 700);
+        assert!(batch
+            .basis
+            .contains("a batched pread costs 1.50 µs here against 800 ns plain"));
+    }
+
+    /// A read -> write loop: copy_file_range saves 1600 ns per iteration; the batch would lose.
+    #[test]
+    fn the_single_call_that_wins_is_kept() {
+        let (s, saving) = advised(&["read", "write"], 100);
+        assert_eq!(s.kind, Kind::SingleCall);
+        let Saving::Estimated(e) = saving else {
+            panic!("{saving:?}")
+        };
+        let iterations = a_count(&["read", "write"], 100) as i64;
+        assert_eq!(e.saved_ns, iterations * 1600);
+        assert!(e.basis.contains("copy_file_range costs 900 ns per 4 KiB"));
+    }
+
+    /// Without io_uring no batch is suggested, whatever else the table says.
+    #[test]
+    fn no_batch_without_io_uring() {
+        let mut t = table();
+        t.batched_unavailable = Some("kernel.io_uring_disabled = 2".into());
+        let a = analysis(&["statx", "close"], 100, 500);
+        let (s, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        assert_eq!(s.kind, Kind::LeaveIt);
+        assert!(s.why.contains("io_uring_disabled = 2"), "{}", s.why);
+        assert!(matches!(saving, Saving::Unknown { .. }));
+        // A single call is still measured and kept.
+        let a = analysis(&["read", "write"], 100, 500);
+        let (s, _, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        assert_eq!(s.kind, Kind::SingleCall);
+    }
+
+    #[test]
+    fn noisy_measures_make_noisy_estimates() {
+        let mut t = table();
+        t.ops[3].plain = Measure {
+            median_ns: 2000.0,
+            p25_ns: 1000.0,
+            p75_ns: 3000.0,
+            samples: 5,
+        };
+        let a = analysis(&["statx", "close"], 100, 500);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let Saving::Estimated(e) = saving else {
+            panic!("{saving:?}")
+        };
+        assert!(e.noisy);
+        assert!(e.saved_low_ns < 0 && e.saved_high_ns > e.saved_ns);
+        assert_eq!(t.noisy_count().0, 1);
+    }
+
+    #[test]
+    fn group_estimates_add_up() {
+        let e = |s: i64| Estimate {
+            saved_ns: s,
+            saved_low_ns: s - 1,
+            saved_high_ns: s + 1,
+            cluster_ns: 10,
+            noisy: s < 0,
+            basis: format!("b{s}"),
+        };
+        let all = [e(5), e(-2)];
+        let sum = Estimate::sum(all.iter()).unwrap();
+        assert_eq!(
+            (sum.saved_ns, sum.saved_low_ns, sum.saved_high_ns),
+            (3, 1, 5)
+        );
+        assert_eq!(sum.cluster_ns, 20);
+        assert!(sum.noisy);
+        assert_eq!(sum.basis, "b5");
+        assert!(Estimate::sum([].iter()).is_none());
+    }
+
+    #[test]
+    fn dates_read_well() {
+        assert_eq!(format_time(0), "1970-01-01 00:00 UTC");
+        assert_eq!(format_time(1_795_552_260), "2026-11-24 20:31 UTC");
+        assert_eq!(format_time(951_782_400), "2000-02-29 00:00 UTC");
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(format_ns(820.4), "820 ns");
+        assert_eq!(format_ns(1520.0), "1.52 µs");
+        assert_eq!(format_ns(-2_500_000.0), "-2.5 ms");
+    }
+}
