@@ -21,9 +21,8 @@ use std::io::{BufWriter, Write};
 
 use pkprof_profile::{FrameId, Profile, StackId};
 
-use super::pprof::{owner, Owner};
 use super::{ExportOptions, Exporter};
-use crate::names::frame_label;
+use crate::names::{frame_label, owner, Owner};
 use crate::ReportError;
 
 /// The one frame written for a sample that has none.

@@ -27,10 +27,9 @@ use serde::Serialize;
 
 use pkprof_profile::{Bucket, FrameId, Profile, StackId};
 
-use super::pprof::{owner, Owner};
 use super::{ExportOptions, Exporter};
 use crate::header::lost_text;
-use crate::names::frame_label;
+use crate::names::{frame_label, owner, Owner};
 use crate::ReportError;
 
 /// The `$schema` every speedscope file names.

@@ -10,51 +10,13 @@
 //! (see [`crate::counts`]), so every exact count is shown whether or not it was sampled.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 
 use pkprof_profile::{Bucket, FrameKind, Profile, SampleGroup};
 
 use crate::counts::counted;
 use crate::names::{frame_label, NameStyle};
 use crate::select::Selection;
-
-/// The Fx hash (rustc's): fast for the small integer keys used here.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.add(u64::from(*b));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        // The multiply leaves low bits depending on low input bits only; hashbrown picks buckets
-        // from the low bits, so bring the well-mixed high bits down (as rustc-hash 2 does).
-        self.0.rotate_left(26)
-    }
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+use crate::FastMap;
 
 /// Exact call count of a routine while it is being built.
 #[derive(Clone, Debug)]
@@ -142,7 +104,7 @@ struct Interner<'a> {
     exact: ExactCounts<'a>,
     routines: Vec<RoutineInfo>,
     by_label: HashMap<String, u32>,
-    by_frame: FxMap<(u32, u8, u32), u32>,
+    by_frame: FastMap<(u32, u8, u32), u32>,
     /// Counted (syscall?, PID, frame name)s already joined to a routine.
     joined: HashSet<(bool, u32, String)>,
 }
@@ -301,7 +263,7 @@ pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
         exact: ExactCounts::new(p),
         routines: Vec::new(),
         by_label: HashMap::new(),
-        by_frame: FxMap::default(),
+        by_frame: FastMap::default(),
         joined: HashSet::new(),
     };
     let mut out = Folded {
@@ -316,9 +278,9 @@ pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
     };
 
     // Pass 1: distinct (stack, label key) pairs, their first sample and their count.
-    let mut label_keys: FxMap<(u8, u32), u32> = FxMap::default();
+    let mut label_keys: FastMap<(u8, u32), u32> = FastMap::default();
     let mut last_key = None;
-    let mut pair_of: FxMap<u64, u32> = FxMap::default();
+    let mut pair_of: FastMap<u64, u32> = FastMap::default();
     pair_of.reserve(p.samples.len().min(4 * p.stacks.len() + 1024));
     // (label key, stack, first sample, count)
     let mut pairs: Vec<(u32, u32, u32, u64)> = Vec::new();

@@ -3,38 +3,11 @@
 //! summed by (stack, labels), so the tree and the tables never look at a sample group again.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use pkprof_profile::{Bucket, Frame, FrameKind, Profile};
 
 use crate::names::{frame_label, NameStyle};
-
-/// A hash map keyed by small integers, hashed the way rustc's `FxHasher` does: the tree and the
-/// edge counts make millions of look-ups, where SipHash was half of the exporter's time.
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
-
-#[derive(Default)]
-pub(crate) struct Fx(u64);
-
-impl Hasher for Fx {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
+use crate::FastMap;
 
 /// What a name stands for, for colours and the tables' kind column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
