@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use pkprof_accounting::{
-    Buckets, Counters, CpuCounters, CpuRow, Frame, LostCounters, ProgStat, Row, SelfUsage,
+    Buckets, Counters, CpuCounters, CpuRow, Interval, LostCounters, ProgStat, Row, SelfUsage,
     SyscallRow, TagStats, NR_SOFTIRQS,
 };
 use pkprof_live::prometheus::Exposition;
@@ -85,7 +85,7 @@ fn row(pid: u32, comm: &str, cpu_pct: f64, total: Counters, split: bool) -> Row 
 /// Two CPUs (one with softirq work on several vectors, one below the display threshold), five
 /// processes: a busy one, one whose comm needs escaping, a kernel thread billed softirq work, one
 /// that has just exited and one with over an hour of CPU. Lost counters are non-zero.
-fn frame(split: bool) -> Frame {
+fn frame(split: bool) -> Interval {
     let cpu0 = CpuRow {
         cpu: 0,
         busy_pct: 62.5,
@@ -193,7 +193,7 @@ fn frame(split: bool) -> Frame {
     } else {
         Vec::new()
     };
-    Frame {
+    Interval {
         unix_s: 1_700_000_000.5,
         interval_s: 1.0,
         per_thread: false,
@@ -244,7 +244,7 @@ fn frame(split: bool) -> Frame {
 }
 
 /// The frame with per-thread rows (TID column): two threads of one process.
-fn thread_frame() -> Frame {
+fn thread_frame() -> Interval {
     let mut f = frame(false);
     f.per_thread = true;
     f.rows.truncate(2);

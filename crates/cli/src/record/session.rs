@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage, Snapshot, SyscallCount};
+use pkprof_accounting::{Accountant, Filter, Interval, SelfUsage, Snapshot, SyscallCount};
 use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, TargetSet};
 use pkprof_collect::record::ring::RecordEvent;
 use pkprof_collect::Collector;
@@ -32,7 +32,7 @@ pub enum StopReason {
 pub struct Recorded {
     pub aggregate: Aggregate,
     pub processes: BTreeMap<u32, ProcessInfo>,
-    pub last_frame: Option<Frame>,
+    pub last_frame: Option<Interval>,
     /// Every exact syscall count of the last accounting read (`--syscalls`): all of them, where
     /// the frame keeps only the most frequent for `top`'s display.
     pub syscalls: Vec<SyscallCount>,

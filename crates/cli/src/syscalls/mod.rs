@@ -200,7 +200,10 @@ pub fn run(mut opts: SyscallsOptions) -> Result<i32> {
     Ok(ended.map_or(0, Ended::exit_code))
 }
 
-fn render(profile: &pkprof_syscall_graph::Profile, opts: &SyscallsOptions) -> Result<Vec<u8>> {
+fn render(
+    profile: &pkprof_syscall_graph::SyscallProfile,
+    opts: &SyscallsOptions,
+) -> Result<Vec<u8>> {
     use pkprof_syscall_graph::render;
     let options = pkprof_syscall_graph::Options {
         top: opts.top,

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use pkprof_syscall_graph::{Frame, Node, Profile, Thread, TraceBuilder};
+use pkprof_syscall_graph::{CallSiteFrame, Node, SyscallProfile, Thread, TraceBuilder};
 
 /// A syscall node (x86_64 numbers, 999 for names not listed).
 pub fn sc(name: &str) -> Node {
@@ -40,11 +40,11 @@ pub fn arg(name: &str, fd: i64, size_class: u8) -> Node {
 }
 
 /// A symbolized stack, innermost first, in /usr/bin/app (libc frames for `__libc_*`/`__GI_*`).
-pub fn stack(symbols: &[&str]) -> Vec<Frame> {
+pub fn stack(symbols: &[&str]) -> Vec<CallSiteFrame> {
     symbols
         .iter()
         .enumerate()
-        .map(|(i, s)| Frame {
+        .map(|(i, s)| CallSiteFrame {
             addr: 0x1000 + 0x10 * i as u64,
             symbol: Some((*s).into()),
             module: Some(if s.starts_with("__") {
@@ -57,8 +57,8 @@ pub fn stack(symbols: &[&str]) -> Vec<Frame> {
 }
 
 /// An unsymbolized frame at `offset` in `module`.
-pub fn raw(module: &str, offset: u64) -> Frame {
-    Frame {
+pub fn raw(module: &str, offset: u64) -> CallSiteFrame {
+    CallSiteFrame {
         addr: offset,
         symbol: None,
         module: Some(module.into()),
@@ -87,8 +87,8 @@ pub fn times(body: &[Node], n: usize) -> Vec<Node> {
     body.iter().cloned().cycle().take(body.len() * n).collect()
 }
 
-pub fn profile(target: &str, threads: Vec<Thread>) -> Profile {
-    Profile {
+pub fn profile(target: &str, threads: Vec<Thread>) -> SyscallProfile {
+    SyscallProfile {
         target: target.into(),
         duration_ns: 1_000_000_000,
         args_split: false,
