@@ -6,6 +6,7 @@
 //! - [`format`]: the number formats the reports share (thousands, percentages, `%g`);
 //! - [`names`]: how frames are named (`PIDu:func` / `PIDk:func`, or plain names);
 //! - [`select`]: filters and grouping applied before any report;
+//! - `stacks`: samples folded into named stacks, for the call graph and the HTML export;
 //! - [`graph`]: the call graph measured from the sampled stacks (self, children, cycles);
 //! - [`flat`], [`callgraph`], [`dcpi`], [`diff`]: the text reports;
 //! - [`export`]: one module per exchange format behind the [`export::Exporter`] trait.
@@ -22,6 +23,7 @@ pub mod graph;
 pub mod header;
 pub mod names;
 pub mod select;
+mod stacks;
 
 /// The hash map of the hot paths (millions of look-ups on small integer keys, where SipHash was a
 /// third to a half of a report's time): foldhash, with a fixed seed so that runs are identical.
