@@ -105,24 +105,15 @@ struct Interner<'a> {
     exact: ExactCounts<'a>,
     routines: Vec<RoutineInfo>,
     by_label: HashMap<String, u32>,
-    by_frame: FastMap<(u32, u8, u32), u32>,
+    by_frame: FastMap<(u32, Bucket, u32), u32>,
     /// Counted (syscall?, PID, frame name)s already joined to a routine.
     joined: HashSet<(bool, u32, String)>,
-}
-
-fn bucket_code(b: Bucket) -> u8 {
-    match b {
-        Bucket::Process => 0,
-        Bucket::Other => 1,
-        Bucket::Kernel => 2,
-        Bucket::Idle => 3,
-    }
 }
 
 impl Interner<'_> {
     /// The routine of frame `f` (or `None`: a sample without a stack) in sample `s`.
     fn routine(&mut self, f: Option<u32>, s: &SampleGroup) -> u32 {
-        let key = (f.unwrap_or(u32::MAX), bucket_code(s.bucket), s.pid);
+        let key = (f.unwrap_or(u32::MAX), s.bucket, s.pid);
         if let Some(&r) = self.by_frame.get(&key) {
             return r;
         }
@@ -285,7 +276,7 @@ pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
             }
             keep(s)
         },
-        |s| (bucket_code(s.bucket), s.pid),
+        |s| (s.bucket, s.pid),
         per_sample,
     );
     let mut folded_of = vec![u32::MAX; sums.pairs.len()];

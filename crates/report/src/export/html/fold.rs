@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use pkprof_profile::{Bucket, Frame, FrameKind, Profile};
 
-use crate::names::{frame_label, NameStyle};
+use crate::names::{frame_label, owner, NameStyle};
 use crate::stacks::{name_stacks, sum_by_stack};
 
 /// What a name stands for, for colours and the tables' kind column.
@@ -96,25 +96,6 @@ pub(crate) fn sanitize(name: &str) -> String {
     }
 }
 
-/// Who a sample's names depend on: nothing (plain names), or the bucket and, for the process
-/// buckets, the PID.
-fn context(bucket: Bucket, pid: u32, style: NameStyle) -> u64 {
-    if style == NameStyle::Plain {
-        return 0;
-    }
-    let pid = match bucket {
-        Bucket::Process | Bucket::Other => pid,
-        Bucket::Kernel | Bucket::Idle => 0,
-    };
-    let b = match bucket {
-        Bucket::Process => 0u64,
-        Bucket::Other => 1,
-        Bucket::Kernel => 2,
-        Bucket::Idle => 3,
-    };
-    (b << 32) | u64::from(pid)
-}
-
 /// Sums `profile`'s samples by named stack ([`crate::stacks`]), interning names into `names`
 /// (shared by the two profiles of a diff, so equal names get equal ids).
 pub(crate) fn fold(profile: &Profile, style: NameStyle, names: &mut Names) -> Folded {
@@ -133,7 +114,7 @@ pub(crate) fn fold(profile: &Profile, style: NameStyle, names: &mut Names) -> Fo
             }
             true
         },
-        |s| context(s.bucket, s.pid, style),
+        |s| owner(style, s.bucket, s.pid),
         false,
     );
     let no_stack = Frame {
