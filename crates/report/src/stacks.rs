@@ -91,15 +91,14 @@ pub(crate) fn sum_by_stack<K: Copy + Eq + Hash>(
 /// each pair's named stack (root first) to `emit(pair index, names)`.
 ///
 /// `name(frame, sample)` names a frame as sampled by `sample` (the pair's first sample): `None`
-/// as the frame stands for a stack without frames (or a frame id outside the profile's table),
-/// and a `None` result leaves the frame out. It is called once per frame and naming key.
-/// Consecutive equal names are merged where `merge(name)` says so (a `--group` is one routine:
-/// calls between its members are inside it). A stack left without names is not emitted.
+/// as the frame stands for a stack without frames (or a frame id outside the profile's table).
+/// It returns the name and whether consecutive repeats of it merge into one (a `--group` is one
+/// routine: calls between its members are inside it), or `None` to leave the frame out; it is
+/// called once per frame and naming key. A stack left without names is not emitted.
 pub(crate) fn name_stacks(
     p: &Profile,
     sums: &StackSums,
-    mut name: impl FnMut(Option<FrameId>, &SampleGroup) -> Option<u32>,
-    merge: impl Fn(u32) -> bool,
+    mut name: impl FnMut(Option<FrameId>, &SampleGroup) -> Option<(u32, bool)>,
     mut emit: impl FnMut(usize, &[u32]),
 ) {
     const UNNAMED: u32 = u32::MAX;
@@ -109,7 +108,7 @@ pub(crate) fn name_stacks(
     // stands for "no frame".
     let no_frame = p.frames.len();
     let mut stamp = vec![0u32; no_frame + 1];
-    let mut name_of = vec![UNNAMED; no_frame + 1];
+    let mut name_of = vec![(UNNAMED, false); no_frame + 1];
     let mut scratch: Vec<u32> = Vec::new();
     for &pi in &order {
         let pair = &sums.pairs[pi as usize];
@@ -118,18 +117,18 @@ pub(crate) fn name_stacks(
             let slot = f.map_or(no_frame, |f| f as usize);
             if stamp[slot] != pair.key + 1 {
                 stamp[slot] = pair.key + 1;
-                name_of[slot] = name(f, s).unwrap_or(UNNAMED);
+                name_of[slot] = name(f, s).unwrap_or((UNNAMED, false));
             }
             name_of[slot]
         };
         scratch.clear();
         let frames = &p.stacks[pair.stack as usize].frames;
         if frames.is_empty() {
-            scratch.push(named(None));
+            scratch.push(named(None).0);
         }
         for &f in frames {
-            let n = named(((f as usize) < no_frame).then_some(f));
-            if n == UNNAMED || (scratch.last() == Some(&n) && merge(n)) {
+            let (n, merge) = named(((f as usize) < no_frame).then_some(f));
+            if n == UNNAMED || (merge && scratch.last() == Some(&n)) {
                 continue;
             }
             scratch.push(n);

@@ -71,9 +71,8 @@ impl Exporter for Folded {
                     )),
                     None => NO_STACK.to_string(),
                 });
-                Some(names.len() as u32 - 1)
+                Some((names.len() as u32 - 1, false))
             },
-            |_| false,
             |pi, stack| {
                 let names = names.borrow();
                 let mut line = String::new();

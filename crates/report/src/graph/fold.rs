@@ -280,18 +280,16 @@ pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
         per_sample,
     );
     let mut folded_of = vec![u32::MAX; sums.pairs.len()];
-    let routines = std::cell::RefCell::new(&mut it);
     name_stacks(
         p,
         &sums,
-        |f, s| {
-            let mut it = routines.borrow_mut();
-            match f {
-                Some(f) if !sel.keep_frame(&p.frames[f as usize]) => None,
-                f => Some(it.routine(f, s)),
+        |f, s| match f {
+            Some(f) if !sel.keep_frame(&p.frames[f as usize]) => None,
+            f => {
+                let r = it.routine(f, s);
+                Some((r, it.routines[r as usize].group))
             }
         },
-        |r| routines.borrow().routines[r as usize].group,
         |pi, stack| {
             let pair = &sums.pairs[pi];
             let count = u64::try_from(pair.count).unwrap_or(u64::MAX);

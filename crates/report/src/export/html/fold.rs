@@ -135,9 +135,8 @@ pub(crate) fn fold(profile: &Profile, style: NameStyle, names: &mut Names) -> Fo
                 (FrameKind::Syscall, _) => Kind::Syscall,
             };
             let label = sanitize(&frame_label(s.pid, s.bucket, frame, style));
-            Some(names.intern(label, kind))
+            Some((names.intern(label, kind), false))
         },
-        |_| false,
         |pi, stack| {
             let start = ids.len() as u32;
             ids.extend_from_slice(stack);
