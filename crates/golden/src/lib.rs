@@ -126,7 +126,33 @@ pub fn diff(expected: &str, actual: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::diff;
+    use super::{assert_golden, blessing, diff};
+
+    #[test]
+    fn a_missing_golden_file_fails_and_is_not_created() {
+        if blessing() {
+            return; // blessing creates it, on purpose
+        }
+        let path =
+            std::env::temp_dir().join(format!("pkprof-golden-missing-{}", std::process::id()));
+        let r = std::panic::catch_unwind(|| assert_golden(&path, "output\n"));
+        assert!(r.is_err());
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_different_output_fails() {
+        if blessing() {
+            return;
+        }
+        let path =
+            std::env::temp_dir().join(format!("pkprof-golden-differs-{}", std::process::id()));
+        std::fs::write(&path, "a\nb\n").unwrap();
+        assert_golden(&path, "a\nb\n");
+        let r = std::panic::catch_unwind(|| assert_golden(&path, "a\nc\n"));
+        let _ = std::fs::remove_file(&path);
+        assert!(r.is_err());
+    }
 
     #[test]
     fn shows_changed_lines_with_context() {
