@@ -1,4 +1,4 @@
-//! The accountant: successive snapshots in, frames out.
+//! The accountant: successive snapshots in, intervals out.
 //!
 //! It keeps the previous cumulative counters of every live thread (for interval deltas) and the
 //! totals of threads that have exited (so a process's total survives its threads), and folds
@@ -8,10 +8,10 @@ use std::collections::HashMap;
 
 use crate::counters::{Counters, CpuCounters, NR_SOFTIRQS};
 use crate::filter::Filter;
-use crate::frame::{Buckets, CpuRow, Frame, Row, SelfUsage, SyscallRow, TagStats};
+use crate::interval::{Buckets, CpuRow, Interval, Row, SelfUsage, SyscallRow, TagStats};
 use crate::snapshot::{Snapshot, ThreadSample};
 
-/// Most syscall rows a frame carries (highest counts first).
+/// Most syscall rows an interval carries (highest counts first).
 const MAX_SYSCALL_ROWS: usize = 64;
 
 /// Threads of a live process that exited (process rows only), with what the filter needs to
@@ -37,7 +37,7 @@ pub struct Accountant {
 }
 
 impl Accountant {
-    /// `attach_mono_ns` is when counting started (CLOCK_MONOTONIC): the first frame covers the
+    /// `attach_mono_ns` is when counting started (CLOCK_MONOTONIC): the first interval covers the
     /// time since then.
     pub fn new(per_thread: bool, filter: Filter, attach_mono_ns: u64) -> Self {
         Accountant {
@@ -51,7 +51,7 @@ impl Accountant {
         }
     }
 
-    /// Switches between per-thread and per-process rows from the next frame on (the interactive
+    /// Switches between per-thread and per-process rows from the next interval on (the interactive
     /// view's `H`). Threads that exited in a process still running are counted in its row; thread
     /// rows no longer show them, so their time moves into the exited sums, keeping every
     /// nanosecond in one bucket.
@@ -76,8 +76,8 @@ impl Accountant {
         self.per_thread
     }
 
-    /// Turns the next snapshot into a frame.
-    pub fn update(&mut self, snap: &Snapshot, self_usage: SelfUsage) -> Frame {
+    /// Turns the next snapshot into an interval.
+    pub fn update(&mut self, snap: &Snapshot, self_usage: SelfUsage) -> Interval {
         let interval_ns = snap.mono_ns.saturating_sub(self.prev_mono_ns).max(1);
         self.prev_mono_ns = snap.mono_ns;
         let pct = |ns: u64| ns as f64 * 100.0 / interval_ns as f64;
@@ -134,7 +134,7 @@ impl Accountant {
                 .then(a.tid.cmp(&b.tid))
         });
 
-        Frame {
+        Interval {
             unix_s: snap.unix_s,
             interval_s: interval_ns as f64 / 1e9,
             per_thread: self.per_thread,
@@ -156,14 +156,14 @@ impl Accountant {
         }
     }
 
-    /// Every nanosecond since attach in exactly one bucket. `rows` are all rows of this frame,
-    /// before filtering; rows that exit here are folded into the running sums for later frames.
+    /// Every nanosecond since attach in exactly one bucket. `rows` are all rows of this interval,
+    /// before filtering; rows that exit here are folded into the running sums for later intervals.
     fn buckets(&mut self, snap: &Snapshot, rows: &[Row]) -> Buckets {
         let mut b = Buckets::default();
         for r in rows {
             bucket_row(&mut b, r, &self.filter);
         }
-        // Rows that exited in earlier frames; this frame's exits are in `rows` one last time.
+        // Rows that exited in earlier intervals; this interval's exits are in `rows` one last time.
         b.processes_ns += self.exited.processes_ns;
         b.other_ns += self.exited.other_ns;
         b.kernel_ns += self.exited.kernel_ns;
@@ -214,7 +214,7 @@ impl Accountant {
         let rows: Vec<Row> = by_pid
             .into_values()
             .map(|(mut row, live)| {
-                // Threads that exited in earlier frames still count in the process's total.
+                // Threads that exited in earlier intervals still count in the process's total.
                 if let Some(d) = self.dead.get(&row.pid) {
                     row.total.add(&d.total);
                     row.threads += d.threads;
@@ -247,7 +247,7 @@ impl Accountant {
                     cpu: c.cpu,
                     ..Default::default()
                 });
-                // Exported as counters: never lower than the last frame showed.
+                // Exported as counters: never lower than the last interval showed.
                 let c = &c.at_least(&prev);
                 self.prev_cpus.insert(c.cpu, *c);
                 let d = |now: u64, then: u64| now.saturating_sub(then);

@@ -176,8 +176,8 @@ impl CpuCounters {
     }
 }
 
-/// Events the collection could not account, summed over CPUs. Never dropped silently: every frame
-/// carries them.
+/// Events the collection could not account, summed over CPUs. Never dropped silently: every
+/// interval carries them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LostCounters {
     /// A new thread did not fit in the kernel's thread table (raise `--max-threads`).

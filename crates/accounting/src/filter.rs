@@ -1,4 +1,4 @@
-//! Which rows a frame keeps: by PID/TID, by command name, by cgroup.
+//! Which rows an interval keeps: by PID/TID, by command name, by cgroup.
 
 use regex::Regex;
 

@@ -1,7 +1,7 @@
 //! One read of the kernel side's state, in plain Rust types (filled in by `pkprof-collect`).
 
 use crate::counters::{Counters, CpuCounters, LostCounters};
-use crate::frame::ProgStat;
+use crate::interval::ProgStat;
 
 /// One thread's cumulative counters since attach, including the slice still running at read time.
 #[derive(Clone, Debug, Default, PartialEq)]

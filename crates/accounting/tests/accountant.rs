@@ -240,7 +240,7 @@ fn buckets_add_up_to_wall_time_through_exits() {
     kworker.counters.served_out_ns = 50 * MS; // an item queued by thread 10
     served.counters.served_ns[2] = 50 * MS;
     let other = thread(20, 20, "batch", 250, 0, false);
-    let check = |f: &pkprof_accounting::Frame| {
+    let check = |f: &pkprof_accounting::Interval| {
         let b = &f.buckets;
         assert_eq!(b.wall_ns, 1000 * MS);
         assert_eq!(

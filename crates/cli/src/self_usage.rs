@@ -1,6 +1,6 @@
 //! pkprof's own cost: CPU time (exact, from getrusage) and resident memory.
 
-use pkprof_accounting::frame::SelfUsage;
+use pkprof_accounting::interval::SelfUsage;
 
 /// Measures pkprof's CPU between successive calls.
 pub struct SelfMeter {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use anyhow::{anyhow, Result};
-use pkprof_accounting::Frame;
+use pkprof_accounting::Interval;
 use tiny_http::{Header, Response};
 
 use crate::prometheus::Exposition;
@@ -18,7 +18,7 @@ const STREAM_BACKLOG: usize = 16;
 
 struct Shared {
     exposition: Mutex<Exposition>,
-    subscribers: Mutex<Vec<SyncSender<Arc<Frame>>>>,
+    subscribers: Mutex<Vec<SyncSender<Arc<Interval>>>>,
 }
 
 pub struct Server {
@@ -55,7 +55,7 @@ impl Server {
     }
 
     /// Makes `frame` the one `/metrics` shows and sends it to every `/stream` client.
-    pub fn publish(&self, frame: &Arc<Frame>) {
+    pub fn publish(&self, frame: &Arc<Interval>) {
         if let Ok(mut e) = self.shared.exposition.lock() {
             e.update(frame);
         }
@@ -119,7 +119,7 @@ fn handle(shared: &Arc<Shared>, req: tiny_http::Request) {
 /// an HTTP/1.0 body to its end before sending anything (never, here, while buffering every frame).
 /// HTTP/1.1 clients get one chunk per frame; HTTP/1.0 clients a body that ends when the
 /// connection closes.
-fn stream(req: tiny_http::Request, frames: &Receiver<Arc<Frame>>) {
+fn stream(req: tiny_http::Request, frames: &Receiver<Arc<Interval>>) {
     let chunked = *req.http_version() > (1, 0);
     let mut w = req.into_writer();
     let head = if chunked {

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use pkprof_accounting::{Counters, Frame, Row, CHAIN_NAMES, SOFTIRQ_NAMES};
+use pkprof_accounting::{Counters, Interval, Row, CHAIN_NAMES, SOFTIRQ_NAMES};
 
 /// Refreshes without CPU after which an exported process may lose its slot to a busy one.
 const IDLE_FRAMES: u32 = 60;
@@ -87,7 +87,7 @@ impl Exposition {
     }
 
     /// Gives free (or idle) slots to the busiest rows without one.
-    fn assign_slots(&mut self, frame: &Frame) {
+    fn assign_slots(&mut self, frame: &Interval) {
         let id = |r: &Row| r.tid.unwrap_or(r.pid);
         let now = frame.unix_s;
         self.retired.retain(|_, at| now - *at < RETIRE_S);
@@ -153,7 +153,7 @@ impl Exposition {
         }
     }
 
-    pub fn update(&mut self, frame: &Frame) {
+    pub fn update(&mut self, frame: &Interval) {
         self.assign_slots(frame);
         let id = |r: &Row| r.tid.unwrap_or(r.pid);
         let mut exported: Vec<(&Row, Counters)> = Vec::new();
@@ -345,9 +345,9 @@ mod tests {
         let mut last_other = 0.0;
         for rows in frames {
             let sum: u64 = rows.iter().map(|r| r.total.task_ns).sum();
-            e.update(&Frame {
+            e.update(&Interval {
                 rows,
-                ..Frame::default()
+                ..Interval::default()
             });
             let series = task_series(e.text());
             let other = series.iter().find(|(p, _)| p == "other").unwrap().1;
@@ -361,9 +361,9 @@ mod tests {
         }
         // A busy process takes the slot of one idle for IDLE_FRAMES refreshes; still monotonic.
         for i in 0..=IDLE_FRAMES as u64 {
-            e.update(&Frame {
+            e.update(&Interval {
                 rows: vec![row(1, 30, 0), row(2, 21 + i, 1)],
-                ..Frame::default()
+                ..Interval::default()
             });
             let series = task_series(e.text());
             let other = series.iter().find(|(p, _)| p == "other").unwrap().1;
@@ -398,10 +398,10 @@ mod tests {
         let mut gone_ns = 0;
         for (i, rows) in frames.into_iter().enumerate() {
             let live: u64 = rows.iter().map(|r| r.total.task_ns).sum();
-            e.update(&Frame {
+            e.update(&Interval {
                 rows: rows.clone(),
                 unix_s: i as f64,
-                ..Frame::default()
+                ..Interval::default()
             });
             for (k, v) in all_series(e.text()) {
                 if let Some(&was) = last.get(&k) {

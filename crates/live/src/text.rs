@@ -2,10 +2,10 @@
 
 use std::fmt::Write;
 
-use pkprof_accounting::{CpuRow, Frame, Row, SOFTIRQ_NAMES};
+use pkprof_accounting::{CpuRow, Interval, Row, SOFTIRQ_NAMES};
 
 /// Renders a frame; `max_rows` bounds the process rows (None: all).
-pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
+pub fn render(frame: &Interval, max_rows: Option<usize>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}", title_line(frame));
     for c in &frame.cpus {
@@ -46,7 +46,7 @@ pub fn render(frame: &Frame, max_rows: Option<usize>) -> String {
 }
 
 /// Where all CPU time since attach went, in percent of wall time x CPUs.
-pub fn buckets_line(frame: &Frame) -> String {
+pub fn buckets_line(frame: &Interval) -> String {
     let b = &frame.buckets;
     let p = |ns: u64| ns as f64 * 100.0 / b.wall_ns.max(1) as f64;
     let mut line = format!(
@@ -122,7 +122,7 @@ fn format_time(secs: f64) -> String {
 
 /// The most frequent syscalls of the shown processes (syscall mode), cumulative exact counts:
 /// `syscalls: 4321 read (pid 77), ...`. None without syscall data.
-pub fn syscall_summary(frame: &Frame, n: usize) -> Option<String> {
+pub fn syscall_summary(frame: &Interval, n: usize) -> Option<String> {
     if frame.syscalls.is_empty() {
         return None;
     }
@@ -136,7 +136,7 @@ pub fn syscall_summary(frame: &Frame, n: usize) -> Option<String> {
 }
 
 /// `pkprof top - 1.0s interval, exact accounting ...`
-pub fn title_line(frame: &Frame) -> String {
+pub fn title_line(frame: &Interval) -> String {
     format!(
         "pkprof top - {:.1}s interval, exact accounting{}",
         frame.interval_s,
@@ -173,7 +173,7 @@ pub fn cpu_line(c: &CpuRow) -> String {
 }
 
 /// `LOST events: name=count ...`, or None when nothing was lost.
-pub fn lost_line(frame: &Frame) -> Option<String> {
+pub fn lost_line(frame: &Interval) -> Option<String> {
     (frame.lost.total() > 0).then(|| {
         let parts: Vec<String> = frame
             .lost
@@ -187,7 +187,7 @@ pub fn lost_line(frame: &Frame) -> Option<String> {
 }
 
 /// pkprof's own CPU and memory.
-pub fn self_line(frame: &Frame) -> String {
+pub fn self_line(frame: &Interval) -> String {
     format!(
         "pkprof itself: {:.1}% CPU, {} MiB RSS",
         frame.self_usage.cpu_pct,

@@ -4,7 +4,7 @@
 use std::net::{ToSocketAddrs, UdpSocket};
 
 use anyhow::{Context, Result};
-use pkprof_accounting::Frame;
+use pkprof_accounting::Interval;
 
 /// Largest payload sent; longer frames are cut at a line boundary.
 const MAX_DATAGRAM: usize = 65_000;
@@ -35,7 +35,7 @@ impl UdpSink {
     }
 
     /// Best effort, like any datagram: a refused or dropped packet is only logged.
-    pub fn send(&self, frame: &Frame) {
+    pub fn send(&self, frame: &Interval) {
         let mut text = crate::text::render(frame, self.max_rows);
         text.push('\n');
         if text.len() > MAX_DATAGRAM {

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use pkprof_accounting::{
-    Buckets, Counters, CpuCounters, CpuRow, Frame, LostCounters, ProgStat, Row, SelfUsage,
+    Buckets, Counters, CpuCounters, CpuRow, Interval, LostCounters, ProgStat, Row, SelfUsage,
     SyscallRow, TagStats, NR_SOFTIRQS,
 };
 use pkprof_live::prometheus::Exposition;
@@ -85,7 +85,7 @@ fn row(pid: u32, comm: &str, cpu_pct: f64, total: Counters, split: bool) -> Row 
 /// Two CPUs (one with softirq work on several vectors, one below the display threshold), five
 /// processes: a busy one, one whose comm needs escaping, a kernel thread billed softirq work, one
 /// that has just exited and one with over an hour of CPU. Lost counters are non-zero.
-fn frame(split: bool) -> Frame {
+fn frame(split: bool) -> Interval {
     let cpu0 = CpuRow {
         cpu: 0,
         busy_pct: 62.5,
@@ -193,7 +193,7 @@ fn frame(split: bool) -> Frame {
     } else {
         Vec::new()
     };
-    Frame {
+    Interval {
         unix_s: 1_700_000_000.5,
         interval_s: 1.0,
         per_thread: false,
@@ -244,7 +244,7 @@ fn frame(split: bool) -> Frame {
 }
 
 /// The frame with per-thread rows (TID column): two threads of one process.
-fn thread_frame() -> Frame {
+fn thread_frame() -> Interval {
     let mut f = frame(false);
     f.per_thread = true;
     f.rows.truncate(2);
@@ -259,85 +259,15 @@ fn thread_frame() -> Frame {
 // ---------------------------------------------------------------------------------------------
 // Golden-file machinery
 
-fn golden_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name)
-}
-
+/// Compares `actual` with `tests/golden/NAME` ([`pkprof_golden::assert_golden`]).
+#[track_caller]
 fn check_golden(name: &str, actual: &str) {
-    let path = golden_path(name);
-    if std::env::var_os("PKPROF_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        eprintln!("blessed {}", path.display());
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "golden file {} cannot be read ({e}); run with PKPROF_BLESS=1 to create it on purpose",
-            path.display()
-        )
-    });
-    if expected != actual {
-        panic!(
-            "{} differs from the output (- golden, + actual); PKPROF_BLESS=1 rewrites it:\n{}",
-            path.display(),
-            diff(&expected, actual)
-        );
-    }
-}
-
-/// A line diff (longest common subsequence), with golden line numbers; trailing newline
-/// differences show as a `\ no newline` marker.
-fn diff(expected: &str, actual: &str) -> String {
-    let a: Vec<&str> = expected.split_inclusive('\n').collect();
-    let b: Vec<&str> = actual.split_inclusive('\n').collect();
-    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for i in (0..a.len()).rev() {
-        for j in (0..b.len()).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let show = |l: &str| match l.strip_suffix('\n') {
-        Some(l) => l.to_string(),
-        None => format!("{l}\n\\ no newline at end"),
-    };
-    // (marker, golden line number, text), then printed with two lines of context around changes.
-    let (mut i, mut j, mut ops) = (0, 0, Vec::new());
-    while i < a.len() || j < b.len() {
-        if i < a.len() && j < b.len() && a[i] == b[j] {
-            ops.push((' ', i + 1, a[i]));
-            (i, j) = (i + 1, j + 1);
-        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
-            ops.push(('-', i + 1, a[i]));
-            i += 1;
-        } else {
-            ops.push(('+', 0, b[j]));
-            j += 1;
-        }
-    }
-    let near = |k: usize| {
-        ops[k.saturating_sub(2)..(k + 3).min(ops.len())]
-            .iter()
-            .any(|o| o.0 != ' ')
-    };
-    let mut out = String::new();
-    for (k, (m, n, l)) in ops.iter().enumerate() {
-        if near(k) {
-            let n = if *m == '+' {
-                String::new()
-            } else {
-                n.to_string()
-            };
-            out += &format!("{n:>5} {m} {}\n", show(l));
-        }
-    }
-    out
+    pkprof_golden::assert_golden(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name),
+        actual,
+    );
 }
 
 /// Compact JSON re-indented: a newline after `{`, `,` and before `}` outside strings; arrays that

@@ -326,7 +326,7 @@ fn writer_refuses_profiles_it_could_not_read_back() {
 #[test]
 fn golden_version_1_file_still_reads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1-rich.pkprof");
-    if std::env::var_os("PKPROF_BLESS").is_some_and(|v| v == "1") {
+    if pkprof_golden::blessing() {
         save(&rich(), &path).unwrap();
     }
     let p = load(&path).unwrap_or_else(|e| panic!("{e} (PKPROF_BLESS=1 creates it)"));

@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use pkprof_accounting::Frame;
+use pkprof_accounting::Interval;
 use pkprof_profile::{CpuTime, Lost, Meta, Overhead, Targets};
 
 use crate::session::Recorded;
@@ -53,7 +53,7 @@ pub struct Inputs<'a> {
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
     /// The accounting's last frame (cumulative since attach).
-    pub frame: &'a Frame,
+    pub frame: &'a Interval,
     pub recorded: &'a Recorded,
     pub kernel_lost: KernelLost,
     /// pkprof's own CPU time while recording.
@@ -102,7 +102,7 @@ pub fn build(i: Inputs<'_>) -> Meta {
 /// Exact CPU time by bucket: the accounting's buckets, with the user processes' share split
 /// between the targets and the others. Time of threads that found the thread table full is in no
 /// process: OTHER, but the part the kernel side knew to be a target's goes to the targets.
-pub fn cpu_time(frame: &Frame, rec: &Recorded) -> CpuTime {
+pub fn cpu_time(frame: &Interval, rec: &Recorded) -> CpuTime {
     let targets_ns: u64 = (rec.processes.values())
         .filter(|p| p.target)
         .map(|p| p.task_ns + p.served_ns)

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage, Snapshot, SyscallCount};
+use pkprof_accounting::{Accountant, Filter, Interval, SelfUsage, Snapshot, SyscallCount};
 use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, TargetSet};
 use pkprof_profile::ProcessInfo;
 
@@ -28,7 +28,7 @@ pub enum StopReason {
 pub struct Recorded {
     pub aggregate: Aggregate,
     pub processes: BTreeMap<u32, ProcessInfo>,
-    pub last_frame: Option<Frame>,
+    pub last_frame: Option<Interval>,
     /// Every exact syscall count of the last accounting read (`--syscalls`): all of them, where
     /// the frame keeps only the most frequent for `top`'s display.
     pub syscalls: Vec<SyscallCount>,

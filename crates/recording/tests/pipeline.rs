@@ -11,7 +11,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use pkprof_accounting::{
-    Buckets, Counters, CpuCounters, Frame as Accounting, Snapshot, SyscallCount, ThreadSample,
+    Buckets, Counters, CpuCounters, Interval as Accounting, Snapshot, SyscallCount, ThreadSample,
 };
 use pkprof_attribution::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Served, TargetSet};
 use pkprof_profile::{

@@ -29,7 +29,7 @@
 
 use std::io::Write;
 
-use crate::flat::fmt_g;
+use crate::format::{fixed2, fmt_g};
 use crate::graph::{ArcKind, CallArc, CallGraph, RoutineId};
 use crate::select::Selection;
 use crate::ReportError;
@@ -236,27 +236,6 @@ impl Printer<'_> {
     }
 }
 
-/// Appends `hundredths / 100` with two decimals, right-aligned in `width` (as `%W.2f`).
-pub(crate) fn fixed2(s: &mut Vec<u8>, hundredths: u128, width: usize) {
-    let mut digits = [0u8; 48];
-    let mut n = hundredths;
-    let mut len = 0;
-    while len < 4 || n > 0 {
-        if len == 2 {
-            digits[len] = b'.';
-            len += 1;
-            continue;
-        }
-        digits[len] = b'0' + (n % 10) as u8;
-        n /= 10;
-        len += 1;
-    }
-    for _ in len..width {
-        s.push(b' ');
-    }
-    s.extend(digits[..len].iter().rev());
-}
-
 impl CallGraph {
     fn label(&self, r: RoutineId) -> &str {
         &self.routines[r as usize].label
@@ -399,23 +378,4 @@ pub fn write_callgraph(
     }
     out.write_all(s.as_bytes())?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::fixed2;
-
-    #[test]
-    fn fixed_point_like_printf() {
-        let f = |h, w| {
-            let mut s = Vec::new();
-            fixed2(&mut s, h, w);
-            String::from_utf8(s).unwrap()
-        };
-        assert_eq!(f(0, 7), "   0.00");
-        assert_eq!(f(5, 7), "   0.05");
-        assert_eq!(f(40, 7), "   0.40");
-        assert_eq!(f(12345, 7), " 123.45");
-        assert_eq!(f(123_456_789, 7), "1234567.89");
-    }
 }

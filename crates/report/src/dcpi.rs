@@ -14,10 +14,11 @@ use std::io::Write;
 
 use pkprof_profile::{Bucket, Profile, SampleGroup};
 
-use crate::flat::fmt_g;
-use crate::graph::{check_samples, fold, no_match, percent, FxMap};
+use crate::format::{fmt_g, percent};
+use crate::graph::{check_samples, fold, no_match};
 use crate::header::{notes, Coverage};
 use crate::select::{bucket_name, context_name, ByKey, Selection};
+use crate::FastMap;
 use crate::ReportError;
 
 /// One row: a procedure (or group), or with `--by` a (key, procedure) pair.
@@ -62,7 +63,7 @@ impl DcpiTable {
             f.frames[(st.start + st.len - 1) as usize]
         };
         // (key, routine) -> (samples, busy)
-        let mut cells: FxMap<(u32, u32), (u64, u64)> = FxMap::default();
+        let mut cells: FastMap<(u32, u32), (u64, u64)> = FastMap::default();
         let mut key_names: Vec<String> = Vec::new();
         match by {
             None => {
@@ -103,7 +104,7 @@ impl DcpiTable {
         sort_rows(&mut rows);
         let mut keys = Vec::new();
         if by.is_some() {
-            let mut totals: FxMap<u32, (u64, u64)> = FxMap::default();
+            let mut totals: FastMap<u32, (u64, u64)> = FastMap::default();
             for (&(k, _), &(samples, busy)) in &cells {
                 let e = totals.entry(k).or_default();
                 e.0 += samples;
@@ -153,7 +154,7 @@ fn sort_rows(rows: &mut [DcpiRow]) {
 struct KeyNames<'a> {
     by: ByKey,
     comms: HashMap<u32, &'a str>,
-    ids: FxMap<(u8, u64, u64), u32>,
+    ids: FastMap<(u8, u64, u64), u32>,
     names: Vec<String>,
 }
 
@@ -166,7 +167,7 @@ impl<'a> KeyNames<'a> {
                 .iter()
                 .map(|i| (i.pid, i.comm.as_str()))
                 .collect(),
-            ids: FxMap::default(),
+            ids: FastMap::default(),
             names: Vec::new(),
         }
     }

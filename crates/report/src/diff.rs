@@ -19,10 +19,10 @@ use std::io::Write;
 use pkprof_profile::Profile;
 
 use crate::dcpi::DcpiTable;
-use crate::flat::fmt_g;
-use crate::graph::{percent, FxMap};
+use crate::format::{fmt_g, percent};
 use crate::header::notes;
 use crate::select::Selection;
+use crate::FastMap;
 use crate::ReportError;
 
 /// One procedure (or `--by` key and procedure) in both profiles.
@@ -52,7 +52,7 @@ impl DiffRow {
 
 /// The rows of the diff, sorted by decreasing |change|, then key and name.
 pub fn diff_rows(a: &DcpiTable, b: &DcpiTable) -> Vec<DiffRow> {
-    let mut map: FxMap<(Option<String>, String), usize> = FxMap::default();
+    let mut map: FastMap<(Option<String>, String), usize> = FastMap::default();
     let mut rows: Vec<DiffRow> = Vec::new();
     for (side, t) in [(0, a), (1, b)] {
         for r in &t.rows {

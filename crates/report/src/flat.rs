@@ -24,8 +24,8 @@
 
 use std::io::Write;
 
-use crate::callgraph::fixed2;
-use crate::graph::{percent, CallGraph};
+use crate::format::{fixed2, fmt_g, percent};
+use crate::graph::CallGraph;
 use crate::select::Selection;
 use crate::ReportError;
 
@@ -161,43 +161,4 @@ fn trim_end(s: &str) -> String {
     let mut t = s.trim_end().to_string();
     t.push('\n');
     t
-}
-
-/// C's `%g`: six significant digits, trailing zeros removed, exponent form for very small or large.
-pub fn fmt_g(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
-        return format!("{x}");
-    }
-    let sci = format!("{x:.5e}");
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let exp: i32 = exp.parse().expect("{:e} exponent is a number");
-    if !(-4..6).contains(&exp) {
-        let m = strip_zeros(mantissa);
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{m}e{sign}{:02}", exp.abs());
-    }
-    strip_zeros(&format!("{:.*}", (5 - exp) as usize, x))
-}
-
-fn strip_zeros(s: &str) -> String {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s.to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::fmt_g;
-
-    #[test]
-    fn like_printf_g() {
-        assert_eq!(fmt_g(0.01), "0.01");
-        assert_eq!(fmt_g(0.001001001), "0.001001");
-        assert_eq!(fmt_g(0.010101010), "0.010101");
-        assert_eq!(fmt_g(1.0), "1");
-        assert_eq!(fmt_g(0.00001), "1e-05");
-        assert_eq!(fmt_g(1234567.0), "1.23457e+06");
-    }
 }

@@ -22,11 +22,13 @@
 mod fold;
 mod scc;
 
-pub(crate) use fold::{fold, Folded, FxMap};
+pub(crate) use fold::{fold, Folded};
 
 use pkprof_profile::Profile;
 
+use crate::format::percent;
 use crate::select::Selection;
+use crate::FastMap;
 use crate::ReportError;
 
 /// Index into [`CallGraph::routines`].
@@ -197,14 +199,6 @@ impl CallGraph {
     }
 }
 
-pub(crate) fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / whole as f64
-    }
-}
-
 /// The profile has samples.
 pub(crate) fn check_samples(p: &Profile) -> Result<(), ReportError> {
     if p.samples.iter().all(|s| s.count == 0) {
@@ -309,7 +303,7 @@ fn measure(f: &Folded, period_ns: u64) -> CallGraph {
     for &c in &comp {
         size[c as usize] += 1;
     }
-    let mut cycle_of_comp: FxMap<u32, usize> = FxMap::default();
+    let mut cycle_of_comp: FastMap<u32, usize> = FastMap::default();
     let mut cycles: Vec<Cycle> = Vec::new();
     for (r, &c) in comp.iter().enumerate() {
         if size[c as usize] > 1 {
@@ -390,7 +384,7 @@ fn measure(f: &Folded, period_ns: u64) -> CallGraph {
     let parents = Adjacency::new(n, &arcs, |a| a.callee);
     let children = Adjacency::new(n, &arcs, |a| a.caller);
     for cycle in &mut cycles {
-        let mut by_caller: FxMap<u32, (u64, u64)> = FxMap::default();
+        let mut by_caller: FastMap<u32, (u64, u64)> = FastMap::default();
         for &m in &cycle.members {
             for &ai in parents.of(m) {
                 let a = &arcs[ai as usize];

@@ -9,7 +9,7 @@
 
 use pkprof_profile::{Bucket, Lost, Profile, UserStacks};
 
-use crate::graph::percent;
+use crate::format::{percent, thousands};
 
 /// `lost: none`, or `lost: ring buffer full 761, user stacks unreadable 3`: every count that is
 /// not zero, as `record`'s summary counts them.
@@ -25,19 +25,6 @@ pub fn lost_text(lost: &Lost) -> String {
     } else {
         format!("lost: {}", parts.join(", "))
     }
-}
-
-/// `n` as text with thousands separators (`9,812`).
-pub fn thousands(n: u128) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
 }
 
 /// How far the user stacks were unwound, as `record`'s summary and every report's header say it:
@@ -113,12 +100,7 @@ impl Coverage {
             return percent(samples, total_samples);
         }
         let part = u128::from(samples) * u128::from(period_ns);
-        let whole = u128::from(self.exact_ns).max(self.sampled_ns);
-        if whole == 0 {
-            0.0
-        } else {
-            part as f64 * 100.0 / whole as f64
-        }
+        percent(part, u128::from(self.exact_ns).max(self.sampled_ns))
     }
 
     /// Exact and sampled idle shares, in percent of the CPU time, when idle was under-sampled.
@@ -206,9 +188,6 @@ mod tests {
             user_stacks_text(&none_complete).unwrap(),
             "user stacks: 0 complete (0.0%), truncated 2,469,134: 1,234,567 depth limit, 1,234,567 bad frame"
         );
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
     }
 
     #[test]

@@ -30,6 +30,19 @@ pub fn frame_label(pid: u32, bucket: Bucket, frame: &Frame, style: NameStyle) ->
     }
 }
 
+/// Whose name a frame carries: `(bucket, pid)`, with the pid kept only where the label shows it
+/// (`1234u:`) and nothing kept for plain names, so that frames of equal names are merged.
+pub(crate) type Owner = (Bucket, u32);
+
+/// The owner of frames sampled for `pid` in `bucket`; `frame_label(owner.1, owner.0, ..)` names them.
+pub(crate) fn owner(style: NameStyle, bucket: Bucket, pid: u32) -> Owner {
+    match (style, bucket) {
+        (NameStyle::Plain, _) => (Bucket::Process, 0),
+        (NameStyle::Labelled, Bucket::Process) => (bucket, pid),
+        (NameStyle::Labelled, _) => (bucket, 0),
+    }
+}
+
 /// A bucket's name in filters, labels and tables: `process`, `other`, `kernel`, `idle`.
 pub fn bucket_name(b: Bucket) -> &'static str {
     match b {

@@ -213,31 +213,14 @@ fn frames_and_data(page: &str) -> (Vec<String>, String) {
     (frames, data.to_string())
 }
 
-/// Compares `actual` with the golden file, line by line; `PKPROF_BLESS=1` rewrites it. A missing
-/// golden file is an error, not created silently.
+/// Compares `actual` with `tests/html/golden/NAME` ([`pkprof_golden::assert_golden`]).
+#[track_caller]
 fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/html/golden")
-        .join(name);
-    if std::env::var_os("PKPROF_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run with PKPROF_BLESS=1 to create it on purpose)",
-            path.display()
-        )
-    });
-    for (i, (e, a)) in expected.lines().zip(actual.lines()).enumerate() {
-        assert_eq!(e, a, "{} line {}", path.display(), i + 1);
-    }
-    assert_eq!(
-        expected.lines().count(),
-        actual.lines().count(),
-        "{}: line count",
-        path.display()
+    pkprof_golden::assert_golden(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/html/golden")
+            .join(name),
+        actual,
     );
 }
 

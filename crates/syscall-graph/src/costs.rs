@@ -658,7 +658,7 @@ fn choose(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving, Tri
 mod tests {
     use super::*;
     use crate::model::Node;
-    use crate::{Analysis, Options, Profile, TraceBuilder};
+    use crate::{Analysis, Options, SyscallProfile, TraceBuilder};
 
     fn m(median: f64) -> Measure {
         Measure {
@@ -723,10 +723,10 @@ mod tests {
                 t.call(&Node::new(i as u32, *n), false, ns, None);
             }
         }
-        let profile = Profile {
+        let profile = SyscallProfile {
             target: "test".into(),
             threads: vec![t.finish()],
-            ..Profile::default()
+            ..SyscallProfile::default()
         };
         Analysis::new(&profile, &Options::default())
     }

@@ -11,7 +11,7 @@ use foldhash::fast::RandomState;
 
 use serde::Serialize;
 
-use crate::model::{CallSite, Frame, Node, Transition};
+use crate::model::{CallSite, CallSiteFrame, Node, Transition};
 
 /// A syscall node and what ran of it: calls(B) = sum of the counts of all edges into B,
 /// including the edge from "no previous call"; errors and time likewise.
@@ -56,7 +56,7 @@ struct EdgeAcc {
     count: u64,
     errors: u64,
     total_ns: u64,
-    sites: FastMap<Vec<Frame>, u64>,
+    sites: FastMap<Vec<CallSiteFrame>, u64>,
 }
 
 /// Accumulates edges between interned nodes, then numbers the nodes by calls.

@@ -6,14 +6,14 @@
 //! pkprof's multi-call library), with text, Graphviz and JSON reports.
 //!
 //! ```
-//! use pkprof_syscall_graph::{render, Analysis, Node, Options, Profile, TraceBuilder};
+//! use pkprof_syscall_graph::{render, Analysis, Node, Options, SyscallProfile, TraceBuilder};
 //!
 //! let (read, write) = (Node::new(0, "read"), Node::new(1, "write"));
 //! let mut t = TraceBuilder::new(42, 42, "cp");
 //! for _ in 0..100 {
 //!     t.call(&read, false, 1_000, None).call(&write, false, 2_000, None);
 //! }
-//! let profile = Profile { target: "pid 42".into(), threads: vec![t.finish()], ..Profile::default() };
+//! let profile = SyscallProfile { target: "pid 42".into(), threads: vec![t.finish()], ..SyscallProfile::default() };
 //! let analysis = Analysis::new(&profile, &Options::default());
 //! assert_eq!(analysis.clusters[0].suggestion.replacement.as_deref(),
 //!            Some("copy_file_range / sendfile / splice"));
@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 pub use clusters::{Cluster, ClusterGroup, Site};
 pub use costs::{Alternative, CostTable, Costs, Estimate, Saving};
 pub use graph::{Edge, Graph, NodeStats};
-pub use model::{Arg, CallSite, Frame, Lost, Node, Profile, Thread, Transition};
+pub use model::{Arg, CallSite, CallSiteFrame, Lost, Node, SyscallProfile, Thread, Transition};
 pub use suggest::{Kind, Shape, Suggestion, MULTICALL_OPS};
 pub use trace::TraceBuilder;
 
@@ -133,7 +133,7 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    pub fn new(profile: &Profile, options: &Options) -> Analysis {
+    pub fn new(profile: &SyscallProfile, options: &Options) -> Analysis {
         let mut by_thread: BTreeMap<(u32, u32), (&str, Vec<&Transition>)> = BTreeMap::new();
         for t in &profile.threads {
             let entry = by_thread

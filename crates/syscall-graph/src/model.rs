@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// Everything `pkprof syscalls` collected: one list of transitions per thread.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Profile {
+pub struct SyscallProfile {
     /// What was profiled, e.g. "command: tar cf x.tar dir", "pid 123", "system-wide".
     pub target: String,
     pub duration_ns: u64,
@@ -104,7 +104,7 @@ pub struct Arg {
 pub struct CallSite {
     /// Innermost first: frame 0 is the libc wrapper or the function holding the syscall
     /// instruction.
-    pub frames: Vec<Frame>,
+    pub frames: Vec<CallSiteFrame>,
     pub count: u64,
 }
 
@@ -114,7 +114,7 @@ pub struct CallSite {
 /// frames the collector should store the offset within the module's file; without a module it is
 /// printed as a raw address.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Frame {
+pub struct CallSiteFrame {
     pub addr: u64,
     pub symbol: Option<String>,
     pub module: Option<String>,
@@ -198,7 +198,7 @@ fn binary_size(p: u8) -> String {
     format!("{mantissa}{}", UNITS[unit])
 }
 
-impl Frame {
+impl CallSiteFrame {
     /// `symbol`, else `module+0xoff`, else `0xaddr`.
     pub fn describe(&self) -> String {
         match (&self.symbol, &self.module) {
@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn frames() {
-        let f = |symbol: Option<&str>, module: Option<&str>| Frame {
+        let f = |symbol: Option<&str>, module: Option<&str>| CallSiteFrame {
             addr: 0x1a2b,
             symbol: symbol.map(Into::into),
             module: module.map(Into::into),

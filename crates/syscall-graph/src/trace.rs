@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{CallSite, Frame, Node, Thread, Transition};
+use crate::model::{CallSite, CallSiteFrame, Node, Thread, Transition};
 
 /// Feeds calls in the order they returned; `finish` gives the thread's transitions.
 #[derive(Debug)]
@@ -35,7 +35,7 @@ impl TraceBuilder {
         node: &Node,
         error: bool,
         ns: u64,
-        stack: Option<&[Frame]>,
+        stack: Option<&[CallSiteFrame]>,
     ) -> &mut Self {
         let (before, from) = std::mem::take(&mut self.prev);
         let key = (before, from, node.clone());
@@ -71,7 +71,13 @@ impl TraceBuilder {
     }
 
     /// `n` successful calls of `node`, `ns` each, with the same stack.
-    pub fn repeat(&mut self, node: &Node, n: usize, ns: u64, stack: Option<&[Frame]>) -> &mut Self {
+    pub fn repeat(
+        &mut self,
+        node: &Node,
+        n: usize,
+        ns: u64,
+        stack: Option<&[CallSiteFrame]>,
+    ) -> &mut Self {
         for _ in 0..n {
             self.call(node, false, ns, stack);
         }

@@ -9,7 +9,9 @@ use std::process::{Command, Stdio};
 
 use common::{arg, assert_golden, raw, sc, stack};
 use pkprof_syscall_graph::render::{dot, json, text};
-use pkprof_syscall_graph::{Analysis, Frame, Lost, Node, Options, Profile, TraceBuilder};
+use pkprof_syscall_graph::{
+    Analysis, CallSiteFrame, Lost, Node, Options, SyscallProfile, TraceBuilder,
+};
 
 /// Time per call of each syscall in the fixtures, so that the tables' % time is worked out.
 fn ns(name: &str) -> u64 {
@@ -35,7 +37,7 @@ impl Script {
         Script(TraceBuilder::new(pid, tid, comm))
     }
 
-    fn call(&mut self, node: Node, stack: Option<&[Frame]>) -> &mut Self {
+    fn call(&mut self, node: Node, stack: Option<&[CallSiteFrame]>) -> &mut Self {
         let t = ns(&node.name);
         self.0.call(&node, false, t, stack);
         self
@@ -56,7 +58,7 @@ impl Script {
 /// Reads are symbolized; writes are not (offsets in libc.so.6 and tar).
 /// Compressor: (futex write write) x10. Echo server: (poll recvfrom sendto) x30, then sendmsg x8.
 /// Every kind of loss is non-zero but `sites_full`.
-fn sample() -> Profile {
+fn sample() -> SyscallProfile {
     let read_site = stack(&["__libc_read", "read_file", "dump_file", "main"]);
     let write_site = vec![
         raw("/usr/lib/x86_64-linux-gnu/libc.so.6", 0x11a2b3),
@@ -99,7 +101,7 @@ fn sample() -> Profile {
         srv.call(sc("sendmsg"), None);
     }
 
-    Profile {
+    SyscallProfile {
         target: "command: tar cf x.tar dir".into(),
         duration_ns: 1_500_000_000,
         args_split: false,
@@ -116,7 +118,7 @@ fn sample() -> Profile {
 
 /// `cp` with `--args`: 10 x (read(fd=3, 4K..8K) write(fd=4, 4K..8K)), a last read of 0 bytes,
 /// then close(3), close(4).
-fn args_sample() -> Profile {
+fn args_sample() -> SyscallProfile {
     let mut cp = Script::new(9, 9, "cp");
     for _ in 0..10 {
         cp.call(arg("read", 3, 13), None)
@@ -125,7 +127,7 @@ fn args_sample() -> Profile {
     cp.call(arg("read", 3, 0), None)
         .call(sc("close").with_arg(Some(3), None), None)
         .call(sc("close").with_arg(Some(4), None), None);
-    Profile {
+    SyscallProfile {
         target: "pid 9".into(),
         duration_ns: 20_000_000,
         args_split: true,
@@ -143,7 +145,7 @@ fn render(
     String::from_utf8(out).expect("UTF-8")
 }
 
-fn analysis(p: &Profile) -> Analysis {
+fn analysis(p: &SyscallProfile) -> Analysis {
     Analysis::new(p, &Options::default())
 }
 
@@ -406,9 +408,9 @@ fn every_loss_is_reported() {
 /// A profile with no calls still gives a valid report in every format.
 #[test]
 fn empty_profile_renders() {
-    let a = analysis(&Profile {
+    let a = analysis(&SyscallProfile {
         target: "pid 1".into(),
-        ..Profile::default()
+        ..SyscallProfile::default()
     });
     let t = render(&a, text::write);
     assert!(t.contains("0 calls, 0 errors"), "{t}");

@@ -6,7 +6,9 @@ mod common;
 
 use common::{profile, sc, thread, times, without_trigrams};
 use pkprof_syscall_graph::render::{json, text};
-use pkprof_syscall_graph::{Analysis, Cluster, Graph, Kind, Options, Profile, Shape, Thread};
+use pkprof_syscall_graph::{
+    Analysis, Cluster, Graph, Kind, Options, Shape, SyscallProfile, Thread,
+};
 
 fn analyse(threads: Vec<Thread>) -> Analysis {
     Analysis::new(&profile("test", threads), &Options::default())
@@ -200,7 +202,7 @@ fn old_profiles_fall_back_to_edge_weights() {
     for t in v["threads"][0]["transitions"].as_array_mut().unwrap() {
         assert!(t.as_object_mut().unwrap().remove("before").is_some());
     }
-    let old: Profile = serde_json::from_value(v).expect("an old profile reads");
+    let old: SyscallProfile = serde_json::from_value(v).expect("an old profile reads");
     assert!(old.threads[0]
         .transitions
         .iter()

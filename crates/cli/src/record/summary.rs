@@ -5,16 +5,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use pkprof_profile::{Bucket, Profile};
+use pkprof_report::format::percent as pct;
 use pkprof_report::header::user_stacks_text;
 use pkprof_report::names::{frame_label, NameStyle};
-
-fn pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / whole as f64
-    }
-}
 
 /// Renders the summary of `p` written to `path` (`bytes` long).
 pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> String {

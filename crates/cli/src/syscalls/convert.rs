@@ -1,5 +1,5 @@
 //! The kernel's per-thread transition counts and sampled stacks -> the analysis model
-//! (`pkprof_syscall_graph::Profile`): syscall names, thread commands, symbolized call sites.
+//! (`pkprof_syscall_graph::SyscallProfile`): syscall names, thread commands, symbolized call sites.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -7,7 +7,9 @@ use std::time::Duration;
 use pkprof_collect::reader::syscall_name;
 use pkprof_collect::syscall_graph::{RawNode, RawSyscallGraph};
 use pkprof_symbolize::Symbolizer;
-use pkprof_syscall_graph::{CallSite, Frame, Lost, Node, Profile, Thread, Transition};
+use pkprof_syscall_graph::{
+    CallSite, CallSiteFrame, Lost, Node, SyscallProfile, Thread, Transition,
+};
 
 fn node(raw: &RawNode) -> Node {
     Node::new(raw.nr, syscall_name(raw.nr)).with_arg(raw.fd, raw.size_class)
@@ -21,7 +23,7 @@ pub fn profile(
     target: String,
     elapsed: Duration,
     args_split: bool,
-) -> Profile {
+) -> SyscallProfile {
     let mut addrs: HashMap<u32, HashSet<u64>> = HashMap::new();
     for t in &raw.transitions {
         for site in &t.sites {
@@ -31,19 +33,19 @@ pub fn profile(
                 .extend(site.frames.iter().map(|a| a.saturating_sub(1)));
         }
     }
-    let mut frames: HashMap<(u32, u64), Frame> = HashMap::new();
+    let mut frames: HashMap<(u32, u64), CallSiteFrame> = HashMap::new();
     for (pid, set) in addrs {
         let list: Vec<u64> = set.into_iter().collect();
         let resolved = symbolizer.symbolize_user(pid, &list);
         for (addr, fs) in list.iter().zip(resolved) {
             // Without --lines there is one frame per address; with inlining, the innermost.
             let frame = fs.last().map_or(
-                Frame {
+                CallSiteFrame {
                     addr: *addr,
                     symbol: None,
                     module: None,
                 },
-                |f| Frame {
+                |f| CallSiteFrame {
                     addr: f.offset,
                     symbol: f.symbolized.then(|| f.name.clone()),
                     // Outside every mapping there is no module: the frame shows its address.
@@ -70,12 +72,12 @@ pub fn profile(
             .sites
             .iter()
             .map(|site| {
-                let mut resolved: Vec<Frame> = site
+                let mut resolved: Vec<CallSiteFrame> = site
                     .frames
                     .iter()
                     .map(|a| {
                         let a = a.saturating_sub(1);
-                        frames.get(&(t.pid, a)).cloned().unwrap_or(Frame {
+                        frames.get(&(t.pid, a)).cloned().unwrap_or(CallSiteFrame {
                             addr: a,
                             symbol: None,
                             module: None,
@@ -89,7 +91,7 @@ pub fn profile(
                 }
                 // A stack that stopped before the thread's entry says why, as record's do.
                 if let Some(reason) = site.end {
-                    resolved.push(Frame {
+                    resolved.push(CallSiteFrame {
                         addr: 0,
                         symbol: Some(reason.frame_name()),
                         module: Some("[truncated]".into()),
@@ -111,7 +113,7 @@ pub fn profile(
             sites,
         });
     }
-    Profile {
+    SyscallProfile {
         target,
         duration_ns: elapsed.as_nanos() as u64,
         args_split,

@@ -249,7 +249,10 @@ fn run_calibration(mode: calibrate::Mode, opts: &SyscallsOptions) -> Result<i32>
     Ok(0)
 }
 
-fn render(profile: &pkprof_syscall_graph::Profile, opts: &SyscallsOptions) -> Result<Vec<u8>> {
+fn render(
+    profile: &pkprof_syscall_graph::SyscallProfile,
+    opts: &SyscallsOptions,
+) -> Result<Vec<u8>> {
     use pkprof_syscall_graph::render;
     let options = pkprof_syscall_graph::Options {
         top: opts.top,

@@ -4,12 +4,12 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use pkprof_accounting::Frame;
+use pkprof_accounting::Interval;
 
 use super::TopOptions;
 use crate::signals;
 
-pub fn run(opts: &TopOptions, frames: &Receiver<Arc<Frame>>) -> Result<()> {
+pub fn run(opts: &TopOptions, frames: &Receiver<Arc<Interval>>) -> Result<()> {
     for (shown, frame) in (1u64..).zip(frames.iter()) {
         let text = if opts.json {
             pkprof_live::json::render(&frame) + "\n"

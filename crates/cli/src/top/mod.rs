@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use pkprof_accounting::Frame;
+use pkprof_accounting::Interval;
 
 pub use options::TopOptions;
 
@@ -35,16 +35,16 @@ pub fn run(opts: TopOptions) -> Result<()> {
             "pkprof: serving http://{}/metrics and /stream",
             server.local_addr()
         );
-        sinks.push(Box::new(move |f: &Arc<Frame>| server.publish(f)));
+        sinks.push(Box::new(move |f: &Arc<Interval>| server.publish(f)));
     }
     if let Some(dest) = &opts.udp {
         let udp = pkprof_live::udp::UdpSink::connect(dest, opts.max_rows)
             .with_context(|| format!("sending frames to udp {dest}"))?;
-        sinks.push(Box::new(move |f: &Arc<Frame>| udp.send(f)));
+        sinks.push(Box::new(move |f: &Arc<Interval>| udp.send(f)));
     }
 
     signals::install();
-    let (frames_tx, frames_rx) = mpsc::channel::<Arc<Frame>>();
+    let (frames_tx, frames_rx) = mpsc::channel::<Arc<Interval>>();
     let per_thread = Arc::new(AtomicBool::new(opts.per_thread));
     let sampler = sampler::spawn(&opts, per_thread.clone(), filter, frames_tx, sinks)?;
     let shown = if interactive {

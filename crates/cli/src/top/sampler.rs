@@ -9,7 +9,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use pkprof_accounting::{Accountant, Filter, Frame};
+use pkprof_accounting::{Accountant, Filter, Interval};
 use pkprof_collect::tracefs::Tracefs;
 use pkprof_collect::Collector;
 
@@ -18,7 +18,7 @@ use crate::self_usage::SelfMeter;
 use crate::signals;
 
 /// Anything that wants every frame (HTTP server, UDP sender).
-pub type Sink = Box<dyn FnMut(&Arc<Frame>) + Send>;
+pub type Sink = Box<dyn FnMut(&Arc<Interval>) + Send>;
 
 /// Starts the sampler; returns once the BPF programs are attached (or failed to be). Rows are per
 /// thread while `per_thread` is set (the interactive view switches it with `H`).
@@ -26,7 +26,7 @@ pub fn spawn(
     opts: &TopOptions,
     per_thread: Arc<AtomicBool>,
     filter: Filter,
-    frames: Sender<Arc<Frame>>,
+    frames: Sender<Arc<Interval>>,
     mut sinks: Vec<Sink>,
 ) -> Result<JoinHandle<Result<()>>> {
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -97,7 +97,7 @@ pub fn spawn(
 }
 
 /// With -p, true once every watched PID is gone and its last (exited) row has been shown.
-fn targets_gone(pids: &[u32], frame: &Frame) -> bool {
+fn targets_gone(pids: &[u32], frame: &Interval) -> bool {
     !pids.is_empty()
         && pids.iter().all(|pid| {
             !Path::new(&format!("/proc/{pid}")).exists()

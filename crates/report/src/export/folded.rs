@@ -16,14 +16,14 @@
 //! - The format has no header or comment, so the losses cannot be stated in it: `pkprof report`
 //!   says them on standard error instead when there were any.
 
-use foldhash::{HashMap, HashMapExt};
+use std::cell::RefCell;
 use std::io::{BufWriter, Write};
 
-use pkprof_profile::{FrameId, Profile, StackId};
+use pkprof_profile::Profile;
 
-use super::pprof::{owner, Owner};
 use super::{ExportOptions, Exporter};
-use crate::names::frame_label;
+use crate::names::{frame_label, owner};
+use crate::stacks::{name_stacks, sum_by_stack};
 use crate::ReportError;
 
 /// The one frame written for a sample that has none.
@@ -47,34 +47,45 @@ impl Exporter for Folded {
         opts: &ExportOptions,
         out: &mut dyn Write,
     ) -> Result<(), ReportError> {
-        let mut counts: HashMap<(StackId, Owner), u64> = HashMap::new();
-        for group in profile.samples.iter().filter(|g| g.count > 0) {
-            let key = (group.stack, owner(opts.names, group.bucket, group.pid));
-            let count = counts.entry(key).or_default();
-            *count = count.saturating_add(group.count);
-        }
-        let mut names: HashMap<(FrameId, Owner), String> = HashMap::new();
-        let mut lines: Vec<(String, u64)> = counts
-            .into_iter()
-            .map(|((stack, owner), count)| {
-                let frames = &profile.stacks[stack as usize].frames;
+        let sums = sum_by_stack(
+            profile,
+            |g| g.count > 0,
+            |g| owner(opts.names, g.bucket, g.pid),
+            false,
+        );
+        // Each frame's name, once per owner.
+        let names: RefCell<Vec<String>> = RefCell::new(Vec::new());
+        let mut lines: Vec<(String, u64)> = Vec::with_capacity(sums.pairs.len());
+        name_stacks(
+            profile,
+            &sums,
+            |f, g| {
+                let (bucket, pid) = owner(opts.names, g.bucket, g.pid);
+                let mut names = names.borrow_mut();
+                names.push(match f {
+                    Some(f) => escape(&frame_label(
+                        pid,
+                        bucket,
+                        &profile.frames[f as usize],
+                        opts.names,
+                    )),
+                    None => NO_STACK.to_string(),
+                });
+                Some((names.len() as u32 - 1, false))
+            },
+            |pi, stack| {
+                let names = names.borrow();
                 let mut line = String::new();
-                for (i, &frame) in frames.iter().enumerate() {
+                for (i, &n) in stack.iter().enumerate() {
                     if i > 0 {
                         line.push(';');
                     }
-                    let name = names.entry((frame, owner)).or_insert_with(|| {
-                        let f = &profile.frames[frame as usize];
-                        escape(&frame_label(owner.1, owner.0, f, opts.names))
-                    });
-                    line.push_str(name);
+                    line.push_str(&names[n as usize]);
                 }
-                if frames.is_empty() {
-                    line.push_str(NO_STACK);
-                }
-                (line, count)
-            })
-            .collect();
+                let count = u64::try_from(sums.pairs[pi].count).unwrap_or(u64::MAX);
+                lines.push((line, count));
+            },
+        );
         lines.sort_unstable();
         let mut out = BufWriter::with_capacity(1 << 16, out);
         let mut i = 0;

@@ -33,10 +33,9 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-use pkprof_profile::{Bucket, Profile};
+use pkprof_profile::Profile;
 
 use super::{ExportOptions, Exporter};
-use crate::names::NameStyle;
 pub(crate) use crate::names::{bucket_name, context_name};
 use crate::ReportError;
 use tables::Tables;
@@ -148,19 +147,6 @@ fn saturate(v: u64) -> i64 {
 /// Encoding into a `Vec` cannot run out of room; kept as an error rather than a panic.
 fn encode_error(e: prost::EncodeError) -> ReportError {
     ReportError::Io(std::io::Error::other(e))
-}
-
-/// Whose name a frame carries: `(bucket, pid)`, with the pid kept only where the label shows it
-/// (`1234u:`) and nothing kept for plain names, so that frames of equal names are merged.
-pub(crate) type Owner = (Bucket, u32);
-
-/// The owner of frames sampled for `pid` in `bucket`; `frame_label(owner.1, owner.0, ..)` names them.
-pub(crate) fn owner(style: NameStyle, bucket: Bucket, pid: u32) -> Owner {
-    match (style, bucket) {
-        (NameStyle::Plain, _) => (Bucket::Process, 0),
-        (NameStyle::Labelled, Bucket::Process) => (bucket, pid),
-        (NameStyle::Labelled, _) => (bucket, 0),
-    }
 }
 
 #[cfg(test)]

@@ -27,10 +27,9 @@ use serde::Serialize;
 
 use pkprof_profile::{Bucket, FrameId, Profile, StackId};
 
-use super::pprof::{owner, Owner};
 use super::{ExportOptions, Exporter};
 use crate::header::lost_text;
-use crate::names::frame_label;
+use crate::names::{frame_label, owner, Owner};
 use crate::ReportError;
 
 /// The `$schema` every speedscope file names.
@@ -53,11 +52,11 @@ struct File {
 
 #[derive(Serialize)]
 struct Shared {
-    frames: Vec<Frame>,
+    frames: Vec<SpeedscopeFrame>,
 }
 
 #[derive(Serialize, PartialEq, Eq, Hash, Clone)]
-struct Frame {
+struct SpeedscopeFrame {
     name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<String>,
@@ -221,8 +220,8 @@ fn profile_name(profile: &Profile, bucket: Bucket, pid: u32) -> String {
 struct Frames<'p> {
     profile: &'p Profile,
     opts: &'p ExportOptions,
-    frames: Vec<Frame>,
-    ids: HashMap<Frame, u32>,
+    frames: Vec<SpeedscopeFrame>,
+    ids: HashMap<SpeedscopeFrame, u32>,
     by_frame: HashMap<(FrameId, Owner), u32>,
 }
 
@@ -253,7 +252,7 @@ impl<'p> Frames<'p> {
         }
         let f = &self.profile.frames[id as usize];
         let source = f.file.as_deref().filter(|file| !file.is_empty());
-        let frame = Frame {
+        let frame = SpeedscopeFrame {
             name: frame_label(owner.1, owner.0, f, self.opts.names),
             file: Some(source.unwrap_or(&f.module).to_string()).filter(|s| !s.is_empty()),
             line: source.and(f.line).filter(|l| *l > 0),

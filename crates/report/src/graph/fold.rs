@@ -10,51 +10,14 @@
 //! (see [`crate::counts`]), so every exact count is shown whether or not it was sampled.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 
 use pkprof_profile::{Bucket, FrameKind, Profile, SampleGroup};
 
 use crate::counts::counted;
 use crate::names::{frame_label, NameStyle};
 use crate::select::Selection;
-
-/// The Fx hash (rustc's): fast for the small integer keys used here.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.add(u64::from(*b));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        // The multiply leaves low bits depending on low input bits only; hashbrown picks buckets
-        // from the low bits, so bring the well-mixed high bits down (as rustc-hash 2 does).
-        self.0.rotate_left(26)
-    }
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+use crate::stacks::{name_stacks, sum_by_stack};
+use crate::FastMap;
 
 /// Exact call count of a routine while it is being built.
 #[derive(Clone, Debug)]
@@ -142,24 +105,15 @@ struct Interner<'a> {
     exact: ExactCounts<'a>,
     routines: Vec<RoutineInfo>,
     by_label: HashMap<String, u32>,
-    by_frame: FxMap<(u32, u8, u32), u32>,
+    by_frame: FastMap<(u32, Bucket, u32), u32>,
     /// Counted (syscall?, PID, frame name)s already joined to a routine.
     joined: HashSet<(bool, u32, String)>,
-}
-
-fn bucket_code(b: Bucket) -> u8 {
-    match b {
-        Bucket::Process => 0,
-        Bucket::Other => 1,
-        Bucket::Kernel => 2,
-        Bucket::Idle => 3,
-    }
 }
 
 impl Interner<'_> {
     /// The routine of frame `f` (or `None`: a sample without a stack) in sample `s`.
     fn routine(&mut self, f: Option<u32>, s: &SampleGroup) -> u32 {
-        let key = (f.unwrap_or(u32::MAX), bucket_code(s.bucket), s.pid);
+        let key = (f.unwrap_or(u32::MAX), s.bucket, s.pid);
         if let Some(&r) = self.by_frame.get(&key) {
             return r;
         }
@@ -288,12 +242,9 @@ fn no_stack_label(s: &SampleGroup, names: NameStyle) -> String {
     }
 }
 
-/// Folds the selected samples of `p` into routine stacks. `per_sample`: also record which folded
-/// stack each selected sample went to (for `--by` tables).
-///
-/// Two passes: the samples are first summed per (stack, label key), where the label key is the
-/// (bucket, PID) that decides every frame's label; then the distinct pairs are folded one label
-/// key at a time, with a frame -> routine table reused across that key's stacks.
+/// Folds the selected samples of `p` into routine stacks ([`crate::stacks`]: summed per stack and
+/// (bucket, PID), which decide every frame's label and exact count). `per_sample`: also record
+/// which folded stack each selected sample went to (for `--by` tables).
 pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
     let mut it = Interner {
         p,
@@ -301,7 +252,7 @@ pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
         exact: ExactCounts::new(p),
         routines: Vec::new(),
         by_label: HashMap::new(),
-        by_frame: FxMap::default(),
+        by_frame: FastMap::default(),
         joined: HashSet::new(),
     };
     let mut out = Folded {
@@ -315,102 +266,52 @@ pub(crate) fn fold(p: &Profile, sel: &Selection, per_sample: bool) -> Folded {
         profile_busy: 0,
     };
 
-    // Pass 1: distinct (stack, label key) pairs, their first sample and their count.
-    let mut label_keys: FxMap<(u8, u32), u32> = FxMap::default();
-    let mut last_key = None;
-    let mut pair_of: FxMap<u64, u32> = FxMap::default();
-    pair_of.reserve(p.samples.len().min(4 * p.stacks.len() + 1024));
-    // (label key, stack, first sample, count)
-    let mut pairs: Vec<(u32, u32, u32, u64)> = Vec::new();
-    let mut sample_pairs: Vec<(u32, u32)> = Vec::new();
     let mut keep = sel.sample_filter();
-    for (i, s) in p.samples.iter().enumerate() {
-        out.profile_samples = out.profile_samples.saturating_add(s.count);
-        if s.bucket != Bucket::Idle {
-            out.profile_busy = out.profile_busy.saturating_add(s.count);
-        }
-        if !keep(s) {
-            continue;
-        }
-        let lk_id = (bucket_code(s.bucket), s.pid);
-        let lk = match last_key {
-            Some((k, id)) if k == lk_id => id,
-            _ => {
-                let next = label_keys.len() as u32;
-                let id = *label_keys.entry(lk_id).or_insert(next);
-                last_key = Some((lk_id, id));
-                id
+    let sums = sum_by_stack(
+        p,
+        |s| {
+            out.profile_samples = out.profile_samples.saturating_add(s.count);
+            if s.bucket != Bucket::Idle {
+                out.profile_busy = out.profile_busy.saturating_add(s.count);
             }
-        };
-        let next = pairs.len() as u32;
-        let pair = *pair_of
-            .entry(u64::from(s.stack) << 32 | u64::from(lk))
-            .or_insert(next);
-        if pair == next {
-            pairs.push((lk, s.stack, i as u32, 0));
-        }
-        let e = &mut pairs[pair as usize].3;
-        *e = e.saturating_add(s.count);
-        if per_sample {
-            sample_pairs.push((i as u32, pair));
-        }
-    }
-    drop(pair_of);
-
-    // Pass 2: fold each pair, one label key at a time.
-    let mut order: Vec<u32> = (0..pairs.len() as u32).collect();
-    order.sort_unstable_by_key(|&i| (pairs[i as usize].0, pairs[i as usize].1));
-    let mut folded_of = vec![u32::MAX; pairs.len()];
-    // frame -> routine under the current label key, valid where stamp == the key + 1.
-    let mut stamp = vec![0u32; p.frames.len()];
-    let mut routine_of = vec![0u32; p.frames.len()];
-    let mut scratch: Vec<u32> = Vec::new();
-    for &pi in &order {
-        let (lk, stack, first, count) = pairs[pi as usize];
-        let s = &p.samples[first as usize];
-        scratch.clear();
-        let src = &p.stacks[stack as usize].frames;
-        if src.is_empty() {
-            scratch.push(it.routine(None, s));
-        }
-        for &f in src {
-            let r = if stamp[f as usize] == lk + 1 {
-                routine_of[f as usize]
-            } else {
-                if !sel.keep_frame(&p.frames[f as usize]) {
-                    continue;
-                }
-                let r = it.routine(Some(f), s);
-                stamp[f as usize] = lk + 1;
-                routine_of[f as usize] = r;
-                r
-            };
-            // A group is one routine: calls between its members are inside it.
-            if scratch.last() == Some(&r) && it.routines[r as usize].group {
-                continue;
+            keep(s)
+        },
+        |s| (s.bucket, s.pid),
+        per_sample,
+    );
+    let mut folded_of = vec![u32::MAX; sums.pairs.len()];
+    name_stacks(
+        p,
+        &sums,
+        |f, s| match f {
+            Some(f) if !sel.keep_frame(&p.frames[f as usize]) => None,
+            f => {
+                let r = it.routine(f, s);
+                Some((r, it.routines[r as usize].group))
             }
-            scratch.push(r);
-        }
-        if scratch.is_empty() {
-            continue; // the frame filter left nothing
-        }
-        let busy = s.bucket != Bucket::Idle;
-        folded_of[pi as usize] = out.stacks.len() as u32;
-        out.stacks.push(FoldedStack {
-            start: out.frames.len() as u32,
-            len: scratch.len() as u32,
-            count,
-            busy,
-        });
-        out.frames.extend_from_slice(&scratch);
-        out.samples = out.samples.saturating_add(count);
-        if busy {
-            out.busy = out.busy.saturating_add(count);
-        }
-    }
+        },
+        |pi, stack| {
+            let pair = &sums.pairs[pi];
+            let count = u64::try_from(pair.count).unwrap_or(u64::MAX);
+            let busy = p.samples[pair.first as usize].bucket != Bucket::Idle;
+            folded_of[pi] = out.stacks.len() as u32;
+            out.stacks.push(FoldedStack {
+                start: out.frames.len() as u32,
+                len: stack.len() as u32,
+                count,
+                busy,
+            });
+            out.frames.extend_from_slice(stack);
+            out.samples = out.samples.saturating_add(count);
+            if busy {
+                out.busy = out.busy.saturating_add(count);
+            }
+        },
+    );
     it.add_unsampled_counts();
     if per_sample {
-        out.sample_stacks = sample_pairs
+        out.sample_stacks = sums
+            .sample_pairs
             .into_iter()
             .filter_map(|(i, pair)| {
                 let f = folded_of[pair as usize];

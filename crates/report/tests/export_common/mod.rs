@@ -244,45 +244,13 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Compares `actual` with golden file `tests/golden/export/NAME`; `PKPROF_BLESS=1` rewrites it. A
-/// missing golden file is an error, never created silently.
+/// Compares `actual` with golden file `tests/golden/export/NAME` ([`pkprof_golden::assert_golden`]).
+#[track_caller]
 pub fn check_golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden/export")
-        .join(name);
-    if std::env::var_os("PKPROF_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        eprintln!("blessed {}", path.display());
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "golden file {} cannot be read ({e}); run with PKPROF_BLESS=1 to create it on purpose",
-            path.display()
-        )
-    });
-    if expected == actual {
-        return;
-    }
-    let (a, b): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
-    let mut report = String::new();
-    for i in 0..a.len().max(b.len()) {
-        let (x, y) = (a.get(i), b.get(i));
-        if x != y {
-            report += &format!(
-                "line {}:\n- {}\n+ {}\n",
-                i + 1,
-                x.unwrap_or(&"<none>"),
-                y.unwrap_or(&"<none>")
-            );
-        }
-    }
-    if report.is_empty() {
-        report = "(line endings differ)".into();
-    }
-    panic!(
-        "{} differs from the output (- golden, + actual); PKPROF_BLESS=1 rewrites it:\n{report}",
-        path.display()
+    pkprof_golden::assert_golden(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden/export")
+            .join(name),
+        actual,
     );
 }

@@ -316,44 +316,14 @@ pub fn changed() -> Profile {
     b.build()
 }
 
-/// Compares `actual` with `tests/golden/NAME` line by line. With `PKPROF_BLESS=1` it writes the
-/// file instead. A missing golden file is a failure, never created silently.
+/// Compares `actual` with `tests/golden/NAME` ([`pkprof_golden::assert_golden`]).
+#[track_caller]
 pub fn assert_golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var("PKPROF_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, actual).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-        return;
-    }
-    let expected = match std::fs::read_to_string(&path) {
-        Ok(s) => s,
-        Err(e) => panic!(
-            "golden file {} cannot be read ({e}): if the output below is right, create it with \
-             PKPROF_BLESS=1 cargo test -p pkprof-report\n{actual}",
-            path.display()
-        ),
-    };
-    let (exp, act): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
-    for (i, (e, a)) in exp.iter().zip(&act).enumerate() {
-        assert_eq!(
-            a,
-            e,
-            "{name} line {} differs (PKPROF_BLESS=1 rewrites the golden file)\nwhole output:\n{actual}",
-            i + 1
-        );
-    }
-    assert_eq!(
-        act.len(),
-        exp.len(),
-        "{name}: {} lines, golden file has {} (PKPROF_BLESS=1 rewrites it)\nwhole output:\n{actual}",
-        act.len(),
-        exp.len()
-    );
-    assert_eq!(
-        actual.ends_with('\n'),
-        expected.ends_with('\n'),
-        "{name}: final newline differs"
+    pkprof_golden::assert_golden(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name),
+        actual,
     );
 }
 

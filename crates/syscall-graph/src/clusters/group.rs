@@ -12,7 +12,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
 use super::{Cluster, Site};
-use crate::model::{Frame, Node};
+use crate::model::{CallSiteFrame, Node};
 use crate::suggest::{Kind, Shape};
 
 /// One or more clusters with the same comm, shape, path and suggestion, in different threads.
@@ -116,7 +116,7 @@ pub(crate) fn group(clusters: &[Cluster], sites: usize) -> Vec<ClusterGroup<'_>>
 /// The members' sites merged by (syscall, frames), top `limit` (ties in key order, as
 /// `clusters::sites` orders one thread's).
 fn merge_sites(members: &[&Cluster], limit: usize) -> Vec<Site> {
-    let mut merged: BTreeMap<(&str, &[Frame]), u64> = BTreeMap::new();
+    let mut merged: BTreeMap<(&str, &[CallSiteFrame]), u64> = BTreeMap::new();
     for s in members.iter().flat_map(|c| &c.sites) {
         *merged.entry((&s.syscall, &s.frames)).or_default() += s.count;
     }

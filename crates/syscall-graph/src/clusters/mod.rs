@@ -62,7 +62,7 @@ use serde::Serialize;
 
 use crate::costs::{Alternative, Saving};
 use crate::graph::Graph;
-use crate::model::{Frame, Node};
+use crate::model::{CallSiteFrame, Node};
 use crate::suggest::{Kind, Shape, Suggestion};
 use crate::Options;
 use count::{edge_pairs, take_greedily, Candidate, Residual};
@@ -110,7 +110,7 @@ pub struct Site {
     pub syscall: String,
     pub count: u64,
     /// Innermost first.
-    pub frames: Vec<Frame>,
+    pub frames: Vec<CallSiteFrame>,
 }
 
 impl Cluster {
@@ -214,7 +214,7 @@ pub(crate) fn find(
 
 /// The sampled stacks of the calls on `edges`, merged by (syscall, frames), top `limit`.
 fn sites(g: &Graph, edges: &[(usize, usize)], limit: usize) -> Vec<Site> {
-    let mut merged: BTreeMap<(String, &[Frame]), u64> = BTreeMap::new();
+    let mut merged: BTreeMap<(String, &[CallSiteFrame]), u64> = BTreeMap::new();
     for &(from, to) in edges {
         let Some(e) = g.edge(Some(from), to) else {
             continue;

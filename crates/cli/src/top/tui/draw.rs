@@ -6,7 +6,7 @@
 //! is too narrow for every column, the least important ones are left out (PID, COMMAND and the
 //! sort column always stay), as htop does rather than squeezing every header.
 
-use pkprof_accounting::Frame;
+use pkprof_accounting::Interval;
 use ratatui::layout::{Alignment, Constraint, Layout, Position, Rect};
 use ratatui::style::{Modifier, Style, Stylize};
 use ratatui::text::{Line, Text};
@@ -73,7 +73,7 @@ pub fn columns(width: u16, sort: usize) -> Vec<(usize, u16)> {
 
 pub fn view(
     f: &mut ratatui::Frame,
-    frame: Option<&Frame>,
+    frame: Option<&Interval>,
     state: &ViewState,
     table: &mut TableState,
 ) {
@@ -103,7 +103,7 @@ pub fn view(
     }
 }
 
-fn header_lines(frame: &Frame) -> Vec<Line<'static>> {
+fn header_lines(frame: &Interval) -> Vec<Line<'static>> {
     use pkprof_live::text;
     let mut lines = vec![Line::from(text::title_line(frame)).bold()];
     lines.extend(frame.cpus.iter().map(|c| Line::from(text::cpu_line(c))));
@@ -119,7 +119,7 @@ fn header_lines(frame: &Frame) -> Vec<Line<'static>> {
     lines
 }
 
-fn process_table(frame: &Frame, state: &ViewState, width: u16) -> Table<'static> {
+fn process_table(frame: &Interval, state: &ViewState, width: u16) -> Table<'static> {
     // Inside the border.
     let cols = columns(width.saturating_sub(2), state.sort);
     let arrow = if state.largest_first() { '▼' } else { '▲' };
@@ -170,7 +170,7 @@ fn process_table(frame: &Frame, state: &ViewState, width: u16) -> Table<'static>
 }
 
 /// The prompt being typed, or the view's state (paused, filters, a message) and the main keys.
-fn bottom_line(f: &mut ratatui::Frame, area: Rect, frame: Option<&Frame>, state: &ViewState) {
+fn bottom_line(f: &mut ratatui::Frame, area: Rect, frame: Option<&Interval>, state: &ViewState) {
     if let Some(p) = &state.prompt {
         let text = format!("{}{}", p.kind.label(), p.text);
         let end = text.chars().count() as u16;

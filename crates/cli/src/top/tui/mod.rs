@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use crossterm::event::{self, Event, KeyEventKind};
-use pkprof_accounting::Frame;
+use pkprof_accounting::Interval;
 use ratatui::widgets::TableState;
 use ratatui::DefaultTerminal;
 
@@ -31,7 +31,7 @@ impl Drop for TerminalGuard {
 
 pub fn run(
     opts: &TopOptions,
-    frames: &Receiver<Arc<Frame>>,
+    frames: &Receiver<Arc<Interval>>,
     per_thread: &AtomicBool,
 ) -> Result<()> {
     // Installs a panic hook that restores the terminal before the panic message is printed.
@@ -39,8 +39,8 @@ pub fn run(
     let mut state = ViewState::default();
     let mut table = TableState::default();
     // The frame on screen, and (while paused) the newest one received.
-    let mut shown: Option<Arc<Frame>> = None;
-    let mut newest: Option<Arc<Frame>> = None;
+    let mut shown: Option<Arc<Interval>> = None;
+    let mut newest: Option<Arc<Interval>> = None;
     let mut received = 0u64;
     // Redraw only when something changed: a new frame, a key, a resize.
     let mut dirty = true;

@@ -4,7 +4,7 @@
 //! `h`/`?`, space, `=`), `/` as in less and htop.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use pkprof_accounting::{Frame, Row};
+use pkprof_accounting::{Interval, Row};
 use regex::{Regex, RegexBuilder};
 
 /// Cells of a table row, as `pkprof_live::text::row_cells` gives them: the id, COMMAND, then the
@@ -230,7 +230,7 @@ impl ViewState {
 
     /// The rows shown: filtered by name and PID (a thread row matches its TID or its PID), sorted
     /// by the sort column; ties keep the frame's order (cost, then CPU, then cumulative cost).
-    pub fn rows<'a>(&self, frame: &'a Frame) -> Vec<&'a Row> {
+    pub fn rows<'a>(&self, frame: &'a Interval) -> Vec<&'a Row> {
         let mut rows: Vec<&Row> = frame
             .rows
             .iter()
@@ -292,7 +292,7 @@ mod tests {
         KeyEvent::new(c, KeyModifiers::NONE)
     }
 
-    fn frame() -> Frame {
+    fn frame() -> Interval {
         let row = |pid: u32, comm: &str, cpu: f64, cost: f64| Row {
             pid,
             comm: comm.into(),
@@ -300,17 +300,17 @@ mod tests {
             cost_pct: cost,
             ..Row::default()
         };
-        Frame {
+        Interval {
             rows: vec![
                 row(30, "nginx", 10.0, 50.0),
                 row(10, "bash", 40.0, 40.0),
                 row(20, "Nginx-worker", 20.0, 30.0),
             ],
-            ..Frame::default()
+            ..Interval::default()
         }
     }
 
-    fn pids(s: &ViewState, f: &Frame) -> Vec<u32> {
+    fn pids(s: &ViewState, f: &Interval) -> Vec<u32> {
         s.rows(f).iter().map(|r| r.pid).collect()
     }
 

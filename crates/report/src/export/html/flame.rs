@@ -229,5 +229,3 @@ fn inline(svg: &str) -> String {
     out.push_str(&svg[frames..]);
     out
 }
-
-pub(crate) use crate::header::thousands;

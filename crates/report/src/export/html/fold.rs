@@ -1,40 +1,14 @@
-//! From a profile's labelled samples to named stacks: every frame gets its report name once per
-//! label context (`PIDu:` / `PIDk:` / `OTHER` / `KERNEL:` / `IDLE:`, or plain), and samples are
-//! summed by (stack, labels), so the tree and the tables never look at a sample group again.
+//! From a profile's labelled samples to named stacks, through the pipeline shared with the call
+//! graph ([`crate::stacks`]): every frame gets its report name once per label context (`PIDu:` /
+//! `PIDk:` / `OTHER` / `KERNEL:` / `IDLE:`, or plain), and samples are summed by (stack, labels),
+//! so the tree and the tables never look at a sample group again.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use pkprof_profile::{Bucket, Frame, FrameKind, Profile};
 
-use crate::names::{frame_label, NameStyle};
-
-/// A hash map keyed by small integers, hashed the way rustc's `FxHasher` does: the tree and the
-/// edge counts make millions of look-ups, where SipHash was half of the exporter's time.
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
-
-#[derive(Default)]
-pub(crate) struct Fx(u64);
-
-impl Hasher for Fx {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
+use crate::names::{frame_label, owner, NameStyle};
+use crate::stacks::{name_stacks, sum_by_stack};
 
 /// What a name stands for, for colours and the tables' kind column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,98 +96,53 @@ pub(crate) fn sanitize(name: &str) -> String {
     }
 }
 
-/// Who a sample's names depend on: nothing (plain names), or the bucket and, for the process
-/// buckets, the PID.
-fn context(bucket: Bucket, pid: u32, style: NameStyle) -> u64 {
-    if style == NameStyle::Plain {
-        return 0;
-    }
-    let pid = match bucket {
-        Bucket::Process | Bucket::Other => pid,
-        Bucket::Kernel | Bucket::Idle => 0,
-    };
-    let b = match bucket {
-        Bucket::Process => 0u64,
-        Bucket::Other => 1,
-        Bucket::Kernel => 2,
-        Bucket::Idle => 3,
-    };
-    (b << 32) | u64::from(pid)
-}
-
-fn bucket_of(ctx: u64) -> (Bucket, u32) {
-    let b = match ctx >> 32 {
-        0 => Bucket::Process,
-        1 => Bucket::Other,
-        2 => Bucket::Kernel,
-        _ => Bucket::Idle,
-    };
-    (b, ctx as u32)
-}
-
-/// Sums `profile`'s samples by named stack, interning names into `names` (shared by the two
-/// profiles of a diff, so equal names get equal ids).
+/// Sums `profile`'s samples by named stack ([`crate::stacks`]), interning names into `names`
+/// (shared by the two profiles of a diff, so equal names get equal ids).
 pub(crate) fn fold(profile: &Profile, style: NameStyle, names: &mut Names) -> Folded {
-    // 1. Sum sample groups by (stack, label context): a million groups become one entry per
-    //    distinct stack and process.
-    let mut by_key: FastMap<(u32, u64), u128> = FastMap::default();
     let mut total = 0u128;
     let mut non_idle = 0u128;
-    for s in &profile.samples {
-        if s.count == 0 || s.stack as usize >= profile.stacks.len() {
-            continue;
-        }
-        let n = u128::from(s.count);
-        total += n;
-        if s.bucket != Bucket::Idle {
-            non_idle += n;
-        }
-        let ctx = context(s.bucket, s.pid, style);
-        *by_key.entry((s.stack, ctx)).or_default() += n;
-    }
-    // A stable order, so the output does not depend on hashing.
-    let mut keys: Vec<((u32, u64), u128)> = by_key.into_iter().collect();
-    keys.sort_unstable_by_key(|&(k, _)| k);
-
-    // 2. Name each frame once per context.
+    let sums = sum_by_stack(
+        profile,
+        |s| {
+            if s.count == 0 || s.stack as usize >= profile.stacks.len() {
+                return false;
+            }
+            let n = u128::from(s.count);
+            total += n;
+            if s.bucket != Bucket::Idle {
+                non_idle += n;
+            }
+            true
+        },
+        |s| owner(style, s.bucket, s.pid),
+        false,
+    );
     let no_stack = Frame {
         name: "[no stack]".to_string(),
         ..Frame::default()
     };
-    let mut per_ctx: FastMap<u64, Vec<u32>> = FastMap::default();
     let mut ids = Vec::new();
-    let mut stacks = Vec::with_capacity(keys.len());
-    for ((stack, ctx), n) in keys {
-        let table = per_ctx
-            .entry(ctx)
-            .or_insert_with(|| vec![u32::MAX; profile.frames.len() + 1]);
-        let (bucket, pid) = bucket_of(ctx);
-        let mut name_of = |fid: usize, frame: &Frame| {
-            if table[fid] == u32::MAX {
-                let kind = match (frame.kind, bucket) {
-                    (_, Bucket::Idle) if style == NameStyle::Labelled => Kind::Idle,
-                    (FrameKind::User | FrameKind::Truncated, _) => Kind::User,
-                    (FrameKind::Kernel, _) => Kind::Kernel,
-                    (FrameKind::Syscall, _) => Kind::Syscall,
-                };
-                let label = sanitize(&frame_label(pid, bucket, frame, style));
-                table[fid] = names.intern(label, kind);
-            }
-            table[fid]
-        };
-        let start = ids.len() as u32;
-        let frames = &profile.stacks[stack as usize].frames;
-        if frames.is_empty() {
-            ids.push(name_of(profile.frames.len(), &no_stack));
-        }
-        for &f in frames {
-            match profile.frames.get(f as usize) {
-                Some(frame) => ids.push(name_of(f as usize, frame)),
-                None => ids.push(name_of(profile.frames.len(), &no_stack)),
-            }
-        }
-        stacks.push((start, ids.len() as u32, n));
-    }
+    let mut stacks = Vec::with_capacity(sums.pairs.len());
+    name_stacks(
+        profile,
+        &sums,
+        |f, s| {
+            let frame = f.map_or(&no_stack, |f| &profile.frames[f as usize]);
+            let kind = match (frame.kind, s.bucket) {
+                (_, Bucket::Idle) if style == NameStyle::Labelled => Kind::Idle,
+                (FrameKind::User | FrameKind::Truncated, _) => Kind::User,
+                (FrameKind::Kernel, _) => Kind::Kernel,
+                (FrameKind::Syscall, _) => Kind::Syscall,
+            };
+            let label = sanitize(&frame_label(s.pid, s.bucket, frame, style));
+            Some((names.intern(label, kind), false))
+        },
+        |pi, stack| {
+            let start = ids.len() as u32;
+            ids.extend_from_slice(stack);
+            stacks.push((start, ids.len() as u32, sums.pairs[pi].count));
+        },
+    );
     Folded {
         ids,
         stacks,

@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use pkprof_profile::{Profile, TargetKind};
 
 use super::escape;
-use super::flame::thousands;
 use crate::counts::counted;
+use crate::format::{percent, thousands};
 use crate::header::{lost_text, user_stacks_text, Coverage};
 use crate::names::{frame_label, NameStyle};
 
@@ -95,12 +95,8 @@ fn seconds(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
 }
 
-fn percent(n: u128, d: u128) -> String {
-    if d == 0 {
-        "0.0%".to_string()
-    } else {
-        format!("{:.1}%", n as f64 * 100.0 / d as f64)
-    }
+fn share(n: u128, d: u128) -> String {
+    format!("{:.1}%", percent(n, d))
 }
 
 fn target(p: &Profile) -> String {
@@ -142,7 +138,7 @@ pub(crate) fn summary(p: &Profile, names: NameStyle, total: u128, non_idle: u128
         escape(&m.pkprof_version),
         thousands(total),
         thousands(non_idle),
-        percent(non_idle, total),
+        share(non_idle, total),
         seconds(c.total_ns),
         seconds(c.idle_ns),
         seconds(c.processes_ns),
@@ -244,7 +240,7 @@ pub(crate) fn diff_summary(
             m.period_ns as f64 / 1e6,
             thousands(t),
             thousands(n),
-            percent(n, t),
+            share(n, t),
             escape(lost_text(&m.lost).trim_start_matches("lost: ")),
         );
     }

@@ -7,8 +7,8 @@ use foldhash::{HashMap, HashMapExt};
 use pkprof_profile::{Bucket, Context, Frame, FrameId, Profile, SampleGroup, StackId};
 
 use super::proto;
-use super::{bucket_name, context_name, owner, Owner};
-use crate::names::{frame_label, NameStyle};
+use super::{bucket_name, context_name};
+use crate::names::{frame_label, owner, NameStyle, Owner};
 
 pub(super) struct Tables<'p> {
     profile: &'p Profile,

@@ -1,10 +1,10 @@
-//! A frame: what one refresh of `pkprof top` shows, independent of how it is rendered.
+//! An interval: what one refresh of `pkprof top` shows, independent of how it is rendered.
 
 use serde::Serialize;
 
 use crate::counters::{Counters, CpuCounters, LostCounters, NR_SOFTIRQS};
 
-/// One process (or thread with per-thread rows) in a frame.
+/// One process (or thread with per-thread rows) in an interval.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Row {
     pub pid: u32,
@@ -120,7 +120,7 @@ pub struct TagStats {
 
 /// Everything one refresh shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Frame {
+pub struct Interval {
     pub unix_s: f64,
     pub interval_s: f64,
     pub per_thread: bool,
