@@ -212,7 +212,7 @@ pub fn add_samples(agg: &Aggregate, sym: &mut Symbolizer, b: &mut ProfileBuilder
 fn syscall_frame(nr: u32) -> Frame {
     Frame {
         kind: FrameKind::Syscall,
-        name: format!("sys_{}", pkprof_collect::reader::syscall_name(nr)),
+        name: format!("sys_{}", pkprof_collect::syscall_name(nr)),
         module: "[syscall]".into(),
         offset: nr as u64,
         symbolized: true,

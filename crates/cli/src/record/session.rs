@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use pkprof_accounting::{Accountant, Filter, Frame, SelfUsage, Snapshot, SyscallCount};
 use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, TargetSet};
-use pkprof_collect::record::ring::RecordEvent;
 use pkprof_collect::Collector;
+use pkprof_collect::RecordEvent;
 use pkprof_profile::ProcessInfo;
 use pkprof_symbolize::{Symbolizer, UserRegs};
 
@@ -177,7 +177,7 @@ impl<'a> Session<'a> {
             if Instant::now() >= next_read {
                 self.read_accounting()?;
                 next_read = self.next_read();
-                let now = pkprof_collect::loader::monotonic_ns();
+                let now = pkprof_collect::monotonic_ns();
                 for (s, r) in self.holds.sweep(now) {
                     self.resolved(s, r);
                 }

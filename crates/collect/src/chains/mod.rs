@@ -1,0 +1,210 @@
+//! The chains' Rust side: each chain of attribution (docs/design.md, "Chains") owns its programs
+//! (named by their typed skeleton handles), the tracepoints it cannot work without, and the sweeps
+//! of its maps at each read. [`CHAINS`] is the one list the loader and the reader go through;
+//! adding a chain is one file here and one entry there.
+//!
+//! A kernel without a tracepoint a chain needs turns that chain off alone, before anything loads:
+//! its programs are not loaded, what it would have attributed stays where the core puts it
+//! (KERNEL, or the thread that ran it), and the collector reports it as a [`ChainOff`].
+
+pub(crate) mod block_io;
+pub(crate) mod net_rx;
+pub(crate) mod workqueue;
+
+use std::fmt;
+
+use libbpf_rs::ProgramMut;
+
+use crate::error::CollectError;
+use crate::preflight::TracepointIndex;
+use crate::skel::types::pkprof_owner;
+use crate::skel::{CpuAccountMaps, CpuAccountProgs, OpenCpuAccountProgs};
+
+/// Every chain, in the order the reader sweeps them.
+pub(crate) static CHAINS: &[&Chain] = &[&net_rx::CHAIN, &block_io::CHAIN, &workqueue::CHAIN];
+
+/// One chain's Rust side.
+pub(crate) struct Chain {
+    /// As in file names and `PKPROF_TEST_HIDE_TRACEPOINTS` tests: "block_io".
+    pub name: &'static str,
+    /// As users read it: "block I/O".
+    pub title: &'static str,
+    /// What is not attributed while the chain is off.
+    pub unattributed: &'static str,
+    /// The first tracepoint the chain needs that `index` lacks ("category:event"), if any.
+    pub missing: fn(&TracepointIndex) -> Option<String>,
+    /// Sets which of the chain's programs load: none when `on` is false.
+    pub configure: fn(&mut OpenCpuAccountProgs<'static>, &TracepointIndex, on: bool),
+    /// The chain's programs that attach to tracepoints (those not loaded are skipped).
+    pub programs: for<'a> fn(&'a CpuAccountProgs<'static>) -> Vec<&'a ProgramMut<'static>>,
+    /// Sweeps the chain's maps at a read.
+    pub sweep: fn(&CpuAccountMaps<'static>, &SweepAt, &mut Swept) -> Result<(), CollectError>,
+}
+
+/// The first of `list` (category, event) that `index` lacks, as "category:event".
+pub(crate) fn first_missing(index: &TracepointIndex, list: &[(&str, &str)]) -> Option<String> {
+    list.iter()
+        .find(|(c, e)| !index.has(c, e))
+        .map(|(c, e)| format!("{c}:{e}"))
+}
+
+/// A chain turned off at start, and why: one line for the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainOff {
+    /// The chain, as users read it ("block I/O").
+    pub chain: &'static str,
+    /// The tracepoint missing, "category:event".
+    pub tracepoint: String,
+    /// What goes unattributed while it is off.
+    pub unattributed: &'static str,
+}
+
+impl fmt::Display for ChainOff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} chain off: tracepoint {} missing; {}",
+            self.chain, self.tracepoint, self.unattributed
+        )
+    }
+}
+
+/// Splits [`CHAINS`] into those `index` has every tracepoint of, and those turned off.
+pub(crate) fn plan(index: &TracepointIndex) -> (Vec<&'static Chain>, Vec<ChainOff>) {
+    let mut on = Vec::new();
+    let mut off = Vec::new();
+    for &chain in CHAINS {
+        match (chain.missing)(index) {
+            None => on.push(chain),
+            Some(tracepoint) => off.push(ChainOff {
+                chain: chain.title,
+                tracepoint,
+                unattributed: chain.unattributed,
+            }),
+        }
+    }
+    (on, off)
+}
+
+/// What a sweep needs to know.
+pub(crate) struct SweepAt {
+    /// CLOCK_MONOTONIC of this read.
+    pub now: u64,
+    /// Held time older than this is expired (`CollectorOptions::tag_expire_ns`).
+    pub expire_ns: u64,
+}
+
+/// What the sweeps of one read found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Swept {
+    /// Time held for a beneficiary not known yet (in flight).
+    pub held_ns: u64,
+    /// Held time given up on this read (goes to KERNEL), and on how many tags.
+    pub expired_ns: u64,
+    pub expired_tags: u64,
+}
+
+/// What a sweep does with one entry holding time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Keep it; its time is in flight.
+    Hold,
+    /// Its time waited too long for its beneficiary: count it as expired, delete the entry.
+    Expire,
+    /// An entry holding nothing, idle for long: delete it.
+    Forget,
+}
+
+impl Swept {
+    /// Counts an entry holding `ns` under `verdict`; returns whether the entry stays.
+    pub(crate) fn count(&mut self, verdict: Verdict, ns: u64) -> bool {
+        match verdict {
+            Verdict::Hold => {
+                self.held_ns = self.held_ns.saturating_add(ns);
+                true
+            }
+            Verdict::Expire => {
+                self.expired_ns = self.expired_ns.saturating_add(ns);
+                self.expired_tags += 1;
+                false
+            }
+            Verdict::Forget => false,
+        }
+    }
+}
+
+/// Whether an owner entry (a block request never completed, a work item never run: cancelled)
+/// is old enough to forget, so that its table cannot fill up. Such entries carry no time.
+pub(crate) fn owner_stale(o: &pkprof_owner, at: &SweepAt) -> bool {
+    at.now.saturating_sub(o.since_ns) > 60 * at.expire_ns.max(1_000_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn owners_are_forgotten_after_sixty_expiries_of_at_least_a_second() {
+        // (now, since, expire, stale)
+        let cases = [
+            (100 * S, 50 * S, S, false),
+            (100 * S, 40 * S, S, false),
+            (100 * S, 40 * S - 1, S, true),
+            (100 * S, 0, 2 * S, false),
+            (200 * S, 0, 2 * S, true),
+            // An expiry under a second still waits a minute.
+            (61 * S, 0, 1_000, true),
+            (60 * S, 0, 1_000, false),
+            // A stamp after `now` (read raced a new entry) is never stale.
+            (S, 2 * S, S, false),
+        ];
+        for (now, since, expire_ns, stale) in cases {
+            let o = pkprof_owner {
+                since_ns: since,
+                ..Default::default()
+            };
+            let at = SweepAt { now, expire_ns };
+            assert_eq!(owner_stale(&o, &at), stale, "now {now} since {since}");
+        }
+    }
+
+    #[test]
+    fn swept_counts_by_verdict() {
+        let mut s = Swept::default();
+        assert!(s.count(Verdict::Hold, 5));
+        assert!(!s.count(Verdict::Expire, 7));
+        assert!(!s.count(Verdict::Forget, 0));
+        assert!(s.count(Verdict::Hold, u64::MAX));
+        assert_eq!(
+            s,
+            Swept {
+                held_ns: u64::MAX,
+                expired_ns: 7,
+                expired_tags: 1
+            }
+        );
+    }
+
+    #[test]
+    fn the_off_line_names_the_chain_the_tracepoint_and_the_loss() {
+        let off = ChainOff {
+            chain: block_io::CHAIN.title,
+            tracepoint: "block:block_rq_issue".into(),
+            unattributed: block_io::CHAIN.unattributed,
+        };
+        assert_eq!(
+            off.to_string(),
+            "block I/O chain off: tracepoint block:block_rq_issue missing; block completions go to KERNEL"
+        );
+    }
+
+    #[test]
+    fn chain_names_are_distinct() {
+        let mut names: Vec<_> = CHAINS.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CHAINS.len());
+    }
+}
