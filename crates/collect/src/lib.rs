@@ -11,8 +11,8 @@
 //! Inside, `preflight` checks privileges and tracepoints before anything is loaded, `skeleton` is
 //! the one open/configure/load/attach path of both BPF objects, `loader` configures the accounting
 //! object, `chains` holds each attribution chain's programs and map sweeps (docs/design.md,
-//! "Chains"), `map_walk` is the one walk-decode-delete of a BPF map, and `reader` turns the
-//! kernel maps into a `Snapshot`.
+//! "How a chain plugs in"), `map_walk` is the one walk-decode-delete of a BPF map, and `reader`
+//! turns the kernel maps into a `Snapshot`.
 
 mod chains;
 mod clock;

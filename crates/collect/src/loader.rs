@@ -7,7 +7,7 @@
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 use libbpf_rs::skel::Skel;
-use libbpf_rs::{Link, ProgramMut};
+use libbpf_rs::Link;
 
 use crate::chains::{self, Chain, ChainOff};
 use crate::clock::monotonic_ns;
@@ -15,7 +15,7 @@ use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
 use crate::record::{perf, uprobes, RecordConfig};
 use crate::skel::{CpuAccountSkel, CpuAccountSkelBuilder};
-use crate::skeleton;
+use crate::skeleton::{self, AttachPlan};
 use crate::tracefs::Tracefs;
 
 /// What to collect. Plain data: the CLI converts its arguments into this.
@@ -85,12 +85,9 @@ fn attach_record(
     Ok(())
 }
 
-/// The programs attached to tracepoints: the core's, then each running chain's. Sampling and
+/// The programs attached to tracepoints: the core's, then each running chain's; the sampling and
 /// uprobe programs attach to events opened by `attach_record`.
-fn tracepoint_progs<'a>(
-    skel: &'a CpuAccountSkel<'static>,
-    chains: &[&Chain],
-) -> Vec<&'a ProgramMut<'static>> {
+fn attach_plan<'a>(skel: &'a CpuAccountSkel<'static>, chains: &[&Chain]) -> AttachPlan<'a> {
     let p = &skel.progs;
     let mut list = vec![
         &p.on_sched_switch,
@@ -113,7 +110,10 @@ fn tracepoint_progs<'a>(
     for chain in chains {
         list.extend((chain.programs)(p));
     }
-    list
+    AttachPlan {
+        tracepoints: list,
+        elsewhere: vec![&p.on_sample, &p.on_func_entry],
+    }
 }
 
 impl Collector {
@@ -206,7 +206,7 @@ impl Collector {
             CpuAccountSkelBuilder::default(),
             configure,
             |_| Ok(()),
-            |skel| tracepoint_progs(skel, &chains),
+            |skel| attach_plan(skel, &chains),
         )?;
         if let Some(rec) = &options.record {
             attach_record(&skel, rec, &mut links)?;

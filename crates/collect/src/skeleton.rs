@@ -8,7 +8,7 @@
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject, PrintLevel, ProgramMut};
 
 use crate::error::CollectError;
@@ -54,21 +54,31 @@ fn load_error(e: libbpf_rs::Error, object: &str) -> CollectError {
     }
 }
 
+/// The programs of a skeleton by what attaches them: `start` attaches `tracepoints`; the caller
+/// attaches `elsewhere` (perf events, uprobes) after `start`. A loaded program in neither list is
+/// an error: a program added to the BPF side but to no list would silently never run.
+pub(crate) struct AttachPlan<'a> {
+    pub tracepoints: Vec<&'a ProgramMut<'static>>,
+    pub elsewhere: Vec<&'a ProgramMut<'static>>,
+}
+
 /// Opens, configures, loads and attaches the skeleton built by `builder` (object `object`, for
 /// errors). `configure` sets the open skeleton's read-only data, map sizes and autoload flags;
-/// `prepare` fills the loaded skeleton's maps before anything runs; `attach` names the programs
-/// to attach to their tracepoints (those `configure` did not load are skipped). Returns the skeleton and its links (dropping them detaches);
-/// on failure the links already made are dropped: no partial attach is left behind.
+/// `prepare` fills the loaded skeleton's maps before anything runs; `attach` sorts the programs
+/// (those `configure` did not load are skipped). Returns the
+/// skeleton and its links (dropping them detaches); on failure the links already made are
+/// dropped: no partial attach is left behind.
 pub(crate) fn start<B, S>(
     object: &'static str,
     builder: B,
     configure: impl FnOnce(&mut B::Output) -> Result<(), libbpf_rs::Error>,
     prepare: impl FnOnce(&mut S) -> Result<(), CollectError>,
-    attach: impl for<'a> FnOnce(&'a S) -> Vec<&'a ProgramMut<'static>>,
+    attach: impl for<'a> FnOnce(&'a S) -> AttachPlan<'a>,
 ) -> Result<(S, Vec<Link>), CollectError>
 where
     B: SkelBuilder<'static>,
     B::Output: OpenSkel<'static, Output = S>,
+    S: Skel<'static>,
 {
     libbpf_rs::set_print(Some((PrintLevel::Debug, libbpf_log)));
     // The skeleton borrows its object storage for as long as it lives; a skeleton lives until
@@ -78,8 +88,20 @@ where
     configure(&mut open).map_err(|e| load_error(e, object))?;
     let mut skel = open.load().map_err(|e| load_error(e, object))?;
     prepare(&mut skel)?;
-    let links = attach(&skel)
-        .into_iter()
+    let plan = attach(&skel);
+    let listed = |name: &std::ffi::OsStr| {
+        (plan.tracepoints.iter())
+            .chain(&plan.elsewhere)
+            .any(|p| p.name() == name)
+    };
+    if let Some(prog) = (skel.object().progs()).find(|p| p.autoload() && !listed(p.name())) {
+        return Err(CollectError::attach(
+            prog.name().to_string_lossy(),
+            "anything",
+            format!("the {object} loader lists no attach point for it"),
+        ));
+    }
+    let links = (plan.tracepoints.into_iter())
         .filter(|prog| prog.autoload())
         .map(|prog| {
             prog.attach().map_err(|e| {

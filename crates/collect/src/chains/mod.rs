@@ -1,7 +1,7 @@
-//! The chains' Rust side: each chain of attribution (docs/design.md, "Chains") owns its programs
-//! (named by their typed skeleton handles), the tracepoints it cannot work without, and the sweeps
-//! of its maps at each read. [`CHAINS`] is the one list the loader and the reader go through;
-//! adding a chain is one file here and one entry there.
+//! The chains' Rust side: each chain of attribution (docs/design.md, "How a chain plugs in") owns
+//! its programs (named by their typed skeleton handles), the tracepoints it cannot work without,
+//! and the sweeps of its maps at each read. [`CHAINS`] is the one list the loader and the reader
+//! go through; adding a chain is one file here and one entry there.
 //!
 //! A kernel without a tracepoint a chain needs turns that chain off alone, before anything loads:
 //! its programs are not loaded, what it would have attributed stays where the core puts it
@@ -196,7 +196,8 @@ mod tests {
         };
         assert_eq!(
             off.to_string(),
-            "block I/O chain off: tracepoint block:block_rq_issue missing; block completions go to KERNEL"
+            "block I/O chain off: tracepoint block:block_rq_issue missing; \
+             block completions go to KERNEL"
         );
     }
 

@@ -215,7 +215,16 @@ impl SyscallTracer {
             },
             |skel| {
                 let p = &skel.progs;
-                vec![&p.sc_enter, &p.sc_exit, &p.sc_exit_untimed]
+                skeleton::AttachPlan {
+                    tracepoints: vec![
+                        &p.sc_enter,
+                        &p.sc_exit,
+                        &p.sc_exit_untimed,
+                        &p.sc_exit_process,
+                        &p.sc_fork,
+                    ],
+                    elsewhere: Vec::new(),
+                }
             },
         )?;
         let inbox: Rc<RefCell<Vec<TraceEvent>>> = Rc::default();
