@@ -101,6 +101,15 @@ impl TracepointIndex {
         (TracepointIndex { source, hidden }, t)
     }
 
+    /// An index over a tracefs `events` directory (a fake one, in tests).
+    #[cfg(test)]
+    pub(crate) fn of_events_dir(events: std::path::PathBuf) -> Self {
+        TracepointIndex {
+            source: Source::Tracefs(events),
+            hidden: Vec::new(),
+        }
+    }
+
     pub fn has(&self, category: &str, event: &str) -> bool {
         if self
             .hidden

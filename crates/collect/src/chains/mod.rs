@@ -201,6 +201,91 @@ mod tests {
         );
     }
 
+    /// A fake tracefs `events` directory holding `present`.
+    fn events_dir(tag: &str, present: &[&str]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("pkprof-chains-{tag}-{}", std::process::id()));
+        for tp in present {
+            let (c, e) = tp.split_once(':').unwrap();
+            std::fs::create_dir_all(dir.join(c).join(e)).unwrap();
+        }
+        dir
+    }
+
+    const ALL: &[&str] = &[
+        "net:netif_rx",
+        "net:netif_receive_skb",
+        "tcp:tcp_probe",
+        "udp:udp_fail_queue_rcv_skb",
+        "sock:sk_data_ready",
+        "sock:sock_recv_length",
+        "tcp:tcp_sendmsg_locked",
+        "sock:sock_send_length",
+        "block:block_rq_issue",
+        "block:block_rq_complete",
+        "workqueue:workqueue_queue_work",
+        "workqueue:workqueue_execute_start",
+        "workqueue:workqueue_execute_end",
+    ];
+
+    #[test]
+    fn a_missing_tracepoint_turns_off_its_chain_alone() {
+        // (tracepoints absent, chains on, (chain off, tracepoint named))
+        let cases: &[(&[&str], &[&str], Option<(&str, &str)>)] = &[
+            (&[], &["net_rx", "block_io", "workqueue"], None),
+            (
+                &["block:block_rq_issue"],
+                &["net_rx", "workqueue"],
+                Some(("block I/O", "block:block_rq_issue")),
+            ),
+            (
+                &["workqueue:workqueue_execute_end"],
+                &["net_rx", "block_io"],
+                Some(("workqueue", "workqueue:workqueue_execute_end")),
+            ),
+            (
+                &["sock:sk_data_ready"],
+                &["block_io", "workqueue"],
+                Some(("network receive", "sock:sk_data_ready")),
+            ),
+            // One send tracepoint is enough; without both the chain is off.
+            (
+                &["tcp:tcp_sendmsg_locked"],
+                &["net_rx", "block_io", "workqueue"],
+                None,
+            ),
+            (
+                &["sock:sock_send_length"],
+                &["net_rx", "block_io", "workqueue"],
+                None,
+            ),
+            (
+                &["tcp:tcp_sendmsg_locked", "sock:sock_send_length"],
+                &["block_io", "workqueue"],
+                Some(("network receive", "sock:sock_send_length")),
+            ),
+        ];
+        for (i, (absent, on, off)) in cases.iter().enumerate() {
+            let present: Vec<&str> = ALL
+                .iter()
+                .copied()
+                .filter(|t| !absent.contains(t))
+                .collect();
+            let dir = events_dir(&i.to_string(), &present);
+            let (chains_on, chains_off) = plan(&TracepointIndex::of_events_dir(dir.clone()));
+            std::fs::remove_dir_all(dir).unwrap();
+            let names: Vec<&str> = chains_on.iter().map(|c| c.name).collect();
+            assert_eq!(names, *on, "without {absent:?}");
+            let got: Vec<(&str, &str)> = (chains_off.iter())
+                .map(|o| (o.chain, o.tracepoint.as_str()))
+                .collect();
+            assert_eq!(
+                got,
+                off.iter().copied().collect::<Vec<_>>(),
+                "without {absent:?}"
+            );
+        }
+    }
+
     #[test]
     fn chain_names_are_distinct() {
         let mut names: Vec<_> = CHAINS.iter().map(|c| c.name).collect();
