@@ -6,6 +6,12 @@
 //! A kernel without a tracepoint a chain needs turns that chain off alone, before anything loads:
 //! its programs are not loaded, what it would have attributed stays where the core puts it
 //! (KERNEL, or the thread that ran it), and the collector reports it as a [`ChainOff`].
+//!
+//! Adding a chain, Rust side: a file `chains/<name>.rs` holding `pub(crate) static CHAIN: Chain`
+//! (the tracepoints it needs in `missing`, its programs' autoload in `configure`, their typed
+//! skeleton handles in `programs`, its maps' sweeps in `sweep`, each sweep decision a pure
+//! function with a table test), then `pub(crate) mod <name>;` and `&<name>::CHAIN` in [`CHAINS`]
+//! here. Nothing else in collect names a chain.
 
 pub(crate) mod block_io;
 pub(crate) mod net_rx;
