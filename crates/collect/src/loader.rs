@@ -183,13 +183,6 @@ impl Collector {
             progs.on_sample.set_autoload(recording);
             progs.on_target_free.set_autoload(recording);
             progs.on_func_entry.set_autoload(counting);
-            for map in [
-                &mut open.maps.socks,
-                &mut open.maps.reqs,
-                &mut open.maps.works,
-            ] {
-                map.set_max_entries(options.max_tags)?;
-            }
             open.maps.threads.set_max_entries(options.max_threads)?;
             progs.on_sys_enter.set_autoload(options.syscalls);
             progs.on_sys_exit.set_autoload(options.syscalls);
@@ -197,7 +190,12 @@ impl Collector {
             progs.on_local_timer_entry.set_autoload(local_timer);
             progs.on_local_timer_exit.set_autoload(local_timer);
             for chain in chains::CHAINS {
-                (chain.configure)(progs, &index, chains.iter().any(|c| c.name == chain.name));
+                let setup = chains::Setup {
+                    on: chains.iter().any(|c| c.name == chain.name),
+                    index: &index,
+                    max_tags: options.max_tags,
+                };
+                (chain.configure)(open, &setup)?;
             }
             Ok(())
         };

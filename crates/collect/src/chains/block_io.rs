@@ -1,12 +1,11 @@
 //! The block I/O chain's Rust side (src/bpf/chains/block_io.bpf.h): a request's completion
 //! softirq billed to the thread that issued it. Owns its two programs and the sweep of `reqs`.
 
-use super::{first_missing, owner_stale, Chain, SweepAt, Swept};
+use super::{first_missing, owner_stale, Chain, Setup, SweepAt, Swept};
 use crate::error::CollectError;
 use crate::map_walk;
-use crate::preflight::TracepointIndex;
 use crate::skel::types::pkprof_owner;
-use crate::skel::{CpuAccountMaps, OpenCpuAccountProgs};
+use crate::skel::{CpuAccountMaps, OpenCpuAccountSkel};
 
 pub(crate) static CHAIN: Chain = Chain {
     name: "block_io",
@@ -23,9 +22,11 @@ pub(crate) static CHAIN: Chain = Chain {
     sweep,
 };
 
-fn configure(p: &mut OpenCpuAccountProgs<'static>, _: &TracepointIndex, on: bool) {
-    p.on_block_rq_issue.set_autoload(on);
-    p.on_block_rq_complete.set_autoload(on);
+fn configure(open: &mut OpenCpuAccountSkel<'static>, s: &Setup) -> Result<(), libbpf_rs::Error> {
+    open.maps.reqs.set_max_entries(s.max_tags)?;
+    open.progs.on_block_rq_issue.set_autoload(s.on);
+    open.progs.on_block_rq_complete.set_autoload(s.on);
+    Ok(())
 }
 
 /// Forgets requests never completed, after a long while.

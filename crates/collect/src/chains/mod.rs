@@ -11,7 +11,7 @@
 //! (the tracepoints it needs in `missing`, its programs' autoload in `configure`, their typed
 //! skeleton handles in `programs`, its maps' sweeps in `sweep`, each sweep decision a pure
 //! function with a table test), then `pub(crate) mod <name>;` and `&<name>::CHAIN` in [`CHAINS`]
-//! here. Nothing else in collect names a chain.
+//! here. The loader and the reader name no chain's programs or maps.
 
 pub(crate) mod block_io;
 pub(crate) mod net_rx;
@@ -24,7 +24,7 @@ use libbpf_rs::ProgramMut;
 use crate::error::CollectError;
 use crate::preflight::TracepointIndex;
 use crate::skel::types::pkprof_owner;
-use crate::skel::{CpuAccountMaps, CpuAccountProgs, OpenCpuAccountProgs};
+use crate::skel::{CpuAccountMaps, CpuAccountProgs, OpenCpuAccountSkel};
 
 /// Every chain, in the order the reader sweeps them.
 pub(crate) static CHAINS: &[&Chain] = &[&net_rx::CHAIN, &block_io::CHAIN, &workqueue::CHAIN];
@@ -39,8 +39,8 @@ pub(crate) struct Chain {
     pub unattributed: &'static str,
     /// The first tracepoint the chain needs that `index` lacks ("category:event"), if any.
     pub missing: fn(&TracepointIndex) -> Option<String>,
-    /// Sets which of the chain's programs load: none when `on` is false.
-    pub configure: fn(&mut OpenCpuAccountProgs<'static>, &TracepointIndex, on: bool),
+    /// Sizes the chain's maps and sets which of its programs load (none when it is off).
+    pub configure: fn(&mut OpenCpuAccountSkel<'static>, &Setup) -> Result<(), libbpf_rs::Error>,
     /// The chain's programs that attach to tracepoints (those not loaded are skipped).
     pub programs: for<'a> fn(&'a CpuAccountProgs<'static>) -> Vec<&'a ProgramMut<'static>>,
     /// Sweeps the chain's maps at a read.
@@ -90,6 +90,15 @@ pub(crate) fn plan(index: &TracepointIndex) -> (Vec<&'static Chain>, Vec<ChainOf
         }
     }
     (on, off)
+}
+
+/// What a chain's `configure` needs to know.
+pub(crate) struct Setup<'a> {
+    /// Whether the chain runs (every tracepoint it needs is there).
+    pub on: bool,
+    pub index: &'a TracepointIndex,
+    /// Capacity of each tag table (`CollectorOptions::max_tags`).
+    pub max_tags: u32,
 }
 
 /// What a sweep needs to know.

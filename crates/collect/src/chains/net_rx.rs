@@ -3,12 +3,11 @@
 //! Owns its programs and the sweeps of `socks` and `skb_held`: their held time is in flight,
 //! and what waited past the expiry goes to KERNEL as expired.
 
-use super::{first_missing, Chain, SweepAt, Swept, Verdict};
+use super::{first_missing, Chain, Setup, SweepAt, Swept, Verdict};
 use crate::error::CollectError;
 use crate::map_walk;
-use crate::preflight::TracepointIndex;
 use crate::skel::types::{pkprof_held, pkprof_sock};
-use crate::skel::{CpuAccountMaps, OpenCpuAccountProgs};
+use crate::skel::{CpuAccountMaps, OpenCpuAccountSkel};
 
 /// Tracepoints the chain needs; besides, one of the two send tracepoints (`SEND`).
 const NEEDED: &[(&str, &str)] = &[
@@ -51,7 +50,10 @@ pub(crate) static CHAIN: Chain = Chain {
     sweep,
 };
 
-fn configure(p: &mut OpenCpuAccountProgs<'static>, index: &TracepointIndex, on: bool) {
+fn configure(open: &mut OpenCpuAccountSkel<'static>, s: &Setup) -> Result<(), libbpf_rs::Error> {
+    // skb_held keeps its size from net_rx.bpf.h: it holds only skbs between two CPUs.
+    open.maps.socks.set_max_entries(s.max_tags)?;
+    let (p, on) = (&mut open.progs, s.on);
     for prog in [
         &mut p.on_netif_rx,
         &mut p.on_netif_receive_skb,
@@ -62,9 +64,10 @@ fn configure(p: &mut OpenCpuAccountProgs<'static>, index: &TracepointIndex, on: 
     ] {
         prog.set_autoload(on);
     }
-    let tcp_send = index.has(TCP_SEND.0, TCP_SEND.1);
+    let tcp_send = s.index.has(TCP_SEND.0, TCP_SEND.1);
     p.on_tcp_sendmsg_locked.set_autoload(on && tcp_send);
     p.on_sock_send_length.set_autoload(on && !tcp_send);
+    Ok(())
 }
 
 /// A socket's receive time: held while its reader may still come; expired once it waited past

@@ -2,12 +2,11 @@
 //! work item billed to the thread that queued it. Owns its three programs and the sweep of
 //! `works`.
 
-use super::{first_missing, owner_stale, Chain, SweepAt, Swept};
+use super::{first_missing, owner_stale, Chain, Setup, SweepAt, Swept};
 use crate::error::CollectError;
 use crate::map_walk;
-use crate::preflight::TracepointIndex;
 use crate::skel::types::pkprof_owner;
-use crate::skel::{CpuAccountMaps, OpenCpuAccountProgs};
+use crate::skel::{CpuAccountMaps, OpenCpuAccountSkel};
 
 pub(crate) static CHAIN: Chain = Chain {
     name: "workqueue",
@@ -34,10 +33,13 @@ pub(crate) static CHAIN: Chain = Chain {
     sweep,
 };
 
-fn configure(p: &mut OpenCpuAccountProgs<'static>, _: &TracepointIndex, on: bool) {
-    p.on_workqueue_queue_work.set_autoload(on);
-    p.on_workqueue_execute_start.set_autoload(on);
-    p.on_workqueue_execute_end.set_autoload(on);
+fn configure(open: &mut OpenCpuAccountSkel<'static>, s: &Setup) -> Result<(), libbpf_rs::Error> {
+    open.maps.works.set_max_entries(s.max_tags)?;
+    let p = &mut open.progs;
+    p.on_workqueue_queue_work.set_autoload(s.on);
+    p.on_workqueue_execute_start.set_autoload(s.on);
+    p.on_workqueue_execute_end.set_autoload(s.on);
+    Ok(())
 }
 
 /// Forgets work items never run (cancelled), after a long while.
