@@ -244,8 +244,13 @@ mod tests {
 
     #[test]
     fn a_missing_tracepoint_turns_off_its_chain_alone() {
-        // (tracepoints absent, chains on, (chain off, tracepoint named))
-        let cases: &[(&[&str], &[&str], Option<(&str, &str)>)] = &[
+        /// (tracepoints absent, chains on, (chain off, tracepoint named)).
+        type Case = (
+            &'static [&'static str],
+            &'static [&'static str],
+            Option<(&'static str, &'static str)>,
+        );
+        let cases: &[Case] = &[
             (&[], &["net_rx", "block_io", "workqueue"], None),
             (
                 &["block:block_rq_issue"],
