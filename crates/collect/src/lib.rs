@@ -1,20 +1,39 @@
 //! Collection: pkprof's BPF programs (src/bpf/) and the Rust side that loads, attaches and reads them.
 //!
-//! `preflight` checks privileges and tracepoints before anything is loaded, `loader` opens, configures,
-//! loads and attaches the skeleton, `reader` turns the kernel maps into an accounting `Snapshot`, `record` adds
-//! stack sampling, uprobe counts and the ring buffer of labelled samples for `pkprof record`.
+//! The public surface is small: a [`Collector`] started from [`CollectorOptions`] reads the
+//! accounting as a `pkprof_accounting::Snapshot` (`Collector::snapshot`), and with
+//! `CollectorOptions::record` also samples stacks for `pkprof record` ([`record`]: its ring of
+//! [`RecordEvent`]s, targets, losses and exact call counts); a [`syscall_graph::SyscallTracer`]
+//! counts syscall transitions for `pkprof syscalls`. [`monotonic_ns`] is the clock every kernel
+//! stamp is in, [`syscall_name`] names syscall numbers as the snapshot does, and every failure is
+//! a [`CollectError`].
+//!
+//! Inside, `preflight` checks privileges and tracepoints before anything is loaded, `skeleton` is
+//! the one open/configure/load/attach path of both BPF objects, `loader` configures the accounting
+//! object, `chains` holds each attribution chain's programs and map sweeps (docs/design.md,
+//! "How a chain plugs in"), `map_walk` is the one walk-decode-delete of a BPF map, and `reader`
+//! turns the kernel maps into a `Snapshot`.
 
-pub mod error;
-pub mod loader;
+mod chains;
+mod clock;
+mod error;
+mod loader;
 mod map_walk;
-pub mod preflight;
-pub mod progstats;
-pub mod reader;
+mod preflight;
+mod progstats;
+mod reader;
 pub mod record;
 mod skel;
+mod skeleton;
 pub mod syscall_graph;
-pub mod tracefs;
+mod tracefs;
 
-pub use error::CollectError;
-pub use loader::{Collector, CollectorOptions};
-pub use record::{FuncProbe, RecordConfig};
+pub use chains::ChainOff;
+pub use clock::monotonic_ns;
+pub use error::{Cause, CollectError};
+pub use loader::{
+    Collector, CollectorOptions, DEFAULT_MAX_TAGS, DEFAULT_MAX_THREADS, DEFAULT_TAG_EXPIRE_S,
+};
+pub use reader::syscall_name;
+pub use record::{EventRing, FuncCountRead, FuncProbe, RecordConfig, RecordEvent, RecordLost};
+pub use tracefs::Tracefs;

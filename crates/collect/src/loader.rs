@@ -4,18 +4,19 @@
 //! names the program, and the links already made are dropped with the half-built collector: no
 //! partial attach is left behind.
 
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::sync::Mutex;
 
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, OpenObject, PrintLevel};
+use libbpf_rs::skel::Skel;
+use libbpf_rs::Link;
 
+use crate::chains::{self, Chain, ChainOff};
+use crate::clock::monotonic_ns;
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
 use crate::record::{perf, uprobes, RecordConfig};
 use crate::skel::types::pkprof_defaults as Defaults;
 use crate::skel::{CpuAccountSkel, CpuAccountSkelBuilder};
+use crate::skeleton::{self, AttachPlan};
 
 /// Default capacity of the kernel's thread table (`--max-threads`; pkprof.h, as the BPF map).
 pub const DEFAULT_MAX_THREADS: u32 = Defaults::PKPROF_DEFAULT_MAX_THREADS.0;
@@ -69,11 +70,10 @@ pub struct Collector {
     pub(crate) cpus: usize,
     /// Socket time expired by the user-space sweep, cumulative (ns, count).
     pub(crate) swept_expired: (u64, u64),
+    /// The chains running, and those a missing tracepoint turned off.
+    pub(crate) chains: Vec<&'static Chain>,
+    chains_off: Vec<ChainOff>,
 }
-
-/// Programs attached by `attach_record` rather than to tracepoints, and the flush the reader runs
-/// (never attached).
-const RECORD_PROGS: &[&str] = &["on_sample", "on_func_entry", "flush_cpu"];
 
 /// Attaches the sampling program to a cpu-clock event on every online CPU, and the uprobes.
 fn attach_record(
@@ -81,74 +81,49 @@ fn attach_record(
     rec: &RecordConfig,
     links: &mut Vec<Link>,
 ) -> Result<(), CollectError> {
-    for prog in skel.object().progs_mut() {
-        match prog.name().to_string_lossy().as_ref() {
-            "on_sample" => {
-                for cpu in perf::online_cpus()? {
-                    links.push(perf::attach_cpu_clock(&prog, cpu, rec.frequency_hz)?);
-                }
-            }
-            "on_func_entry" => {
-                for (i, probe) in rec.probes.iter().enumerate() {
-                    links.push(uprobes::attach(&prog, i, probe)?);
-                }
-            }
-            _ => {}
-        }
+    for cpu in perf::online_cpus()? {
+        links.push(perf::attach_cpu_clock(
+            &skel.progs.on_sample,
+            cpu,
+            rec.frequency_hz,
+        )?);
+    }
+    for (i, probe) in rec.probes.iter().enumerate() {
+        links.push(uprobes::attach(&skel.progs.on_func_entry, i, probe)?);
     }
     Ok(())
 }
 
-/// The program libbpf last reported as failing to load, to name it in the error.
-static LAST_FAILED_PROG: Mutex<Option<String>> = Mutex::new(None);
-
-fn libbpf_log(level: PrintLevel, msg: String) {
-    let msg = msg.trim_end();
-    if let Some(rest) = msg.strip_prefix("libbpf: prog '") {
-        if let (Some(end), true) = (rest.find('\''), msg.contains("failed to load")) {
-            if let Ok(mut last) = LAST_FAILED_PROG.lock() {
-                *last = Some(rest[..end].to_string());
-            }
-        }
+/// The programs attached to tracepoints: the core's, then each running chain's; the sampling and
+/// uprobe programs attach to events opened by `attach_record`.
+fn attach_plan<'a>(skel: &'a CpuAccountSkel<'static>, chains: &[&Chain]) -> AttachPlan<'a> {
+    let p = &skel.progs;
+    let mut list = vec![
+        &p.on_sched_switch,
+        &p.on_irq_entry,
+        &p.on_irq_exit,
+        &p.on_local_timer_entry,
+        &p.on_local_timer_exit,
+        &p.on_softirq_entry,
+        &p.on_softirq_exit,
+        &p.on_process_fork,
+        &p.on_process_exec,
+        &p.on_task_rename,
+        &p.on_cgroup_attach_task,
+        &p.on_process_exit,
+        &p.on_sys_enter,
+        &p.on_sys_exit,
+        &p.on_page_fault_user,
+        &p.on_target_free,
+    ];
+    for chain in chains {
+        list.extend((chain.programs)(p));
     }
-    match level {
-        PrintLevel::Warn => tracing::debug!(target: "libbpf", "{msg}"),
-        PrintLevel::Info => tracing::debug!(target: "libbpf", "{msg}"),
-        PrintLevel::Debug => tracing::trace!(target: "libbpf", "{msg}"),
+    AttachPlan {
+        tracepoints: list,
+        // flush_cpu is never attached: the reader runs it on each CPU (reader.rs).
+        elsewhere: vec![&p.on_sample, &p.on_func_entry, &p.flush_cpu],
     }
-}
-
-/// Sends libbpf's messages to `tracing` (shown with -vv), never to the terminal directly, and
-/// remembers which program failed to load.
-pub(crate) fn route_libbpf_logs() {
-    libbpf_rs::set_print(Some((PrintLevel::Debug, libbpf_log)));
-}
-
-/// A failed skeleton load as one line, naming the program libbpf reported (else `object`).
-pub(crate) fn load_error(e: &libbpf_rs::Error, object: &str) -> CollectError {
-    let prog = LAST_FAILED_PROG
-        .lock()
-        .ok()
-        .and_then(|mut p| p.take())
-        .unwrap_or_else(|| object.into());
-    let reason = match e.kind() {
-        libbpf_rs::ErrorKind::PermissionDenied => format!("the verifier rejected it ({e})"),
-        _ if e.to_string().contains("Operation not permitted") => {
-            format!("{e}; is the kernel locked down, or are BPF capabilities missing?")
-        }
-        _ => e.to_string(),
-    };
-    CollectError::Load { prog, reason }
-}
-
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Collector {
@@ -167,86 +142,7 @@ impl Collector {
             .iter()
             .all(|(c, e)| index.has(c, e));
 
-        route_libbpf_logs();
-        // The skeleton borrows its object storage for as long as it lives; the collector lives
-        // until the process exits, so the storage is leaked once per collector.
-        let storage: &'static mut MaybeUninit<OpenObject> =
-            Box::leak(Box::new(MaybeUninit::uninit()));
-        let load_err = |reason: String| CollectError::Load {
-            prog: "cpu_account".into(),
-            reason,
-        };
-        let mut open = CpuAccountSkelBuilder::default()
-            .open(storage)
-            .map_err(|e| load_err(e.to_string()))?;
-        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-            ro.split_modes = options.syscalls;
-            ro.tag_expire_ns = options.tag_expire_ns;
-            ro.rt_sigreturn_nr = syscalls::Sysno::rt_sigreturn.id() as u32;
-            // The calls a new task returns from (see syscall_regs.bpf.h); arm64 has no fork.
-            let nr = |name: &str| {
-                name.parse::<syscalls::Sysno>()
-                    .map_or(0xffff, |s| s.id() as u32)
-            };
-            ro.clone_nr = nr("clone");
-            ro.clone3_nr = nr("clone3");
-            ro.fork_nr = nr("fork");
-            ro.vfork_nr = nr("vfork");
-            ro.execve_nr = syscalls::Sysno::execve.id() as u32;
-            ro.execveat_nr = syscalls::Sysno::execveat.id() as u32;
-            if let Some(rec) = &options.record {
-                ro.record_mode = true;
-                ro.follow_children = rec.follow_children;
-                ro.timer_on_stack = local_timer;
-                ro.wakeup_bytes = u64::from(rec.ring_bytes / 4);
-                ro.stack_bytes = rec.stack_bytes;
-            }
-        }
-        if let Some(rec) = &options.record {
-            open.maps
-                .events
-                .set_max_entries(rec.ring_bytes)
-                .map_err(|e| load_err(e.to_string()))?;
-            open.maps
-                .targets
-                .set_max_entries(rec.max_targets)
-                .map_err(|e| load_err(e.to_string()))?;
-            let cpus = libbpf_rs::num_possible_cpus().map_err(|e| load_err(e.to_string()))?;
-            open.maps
-                .sample_scratch
-                .set_max_entries(cpus as u32)
-                .map_err(|e| load_err(e.to_string()))?;
-        }
-        let recording = options.record.is_some();
-        let counting = options
-            .record
-            .as_ref()
-            .is_some_and(|r| !r.probes.is_empty());
-        open.progs.on_sample.set_autoload(recording);
-        open.progs.on_target_free.set_autoload(recording);
-        open.progs.on_func_entry.set_autoload(counting);
-        for map in [
-            &mut open.maps.socks,
-            &mut open.maps.reqs,
-            &mut open.maps.works,
-        ] {
-            map.set_max_entries(options.max_tags)
-                .map_err(|e| load_err(e.to_string()))?;
-        }
-        open.maps
-            .threads
-            .set_max_entries(options.max_threads)
-            .map_err(|e| load_err(e.to_string()))?;
-        open.progs.on_sys_enter.set_autoload(options.syscalls);
-        open.progs.on_sys_exit.set_autoload(options.syscalls);
-        open.progs.on_page_fault_user.set_autoload(faults);
-        let (tcat, tev) = preflight::TCP_SENDMSG_TRACEPOINT;
-        let tcp_sendmsg = index.has(tcat, tev);
-        open.progs.on_tcp_sendmsg_locked.set_autoload(tcp_sendmsg);
-        open.progs.on_sock_send_length.set_autoload(!tcp_sendmsg);
-        open.progs.on_local_timer_entry.set_autoload(local_timer);
-        open.progs.on_local_timer_exit.set_autoload(local_timer);
-        let skel = open.load().map_err(|e| load_error(&e, "cpu_account"))?;
+        let (chains, chains_off) = chains::plan(&index);
 
         let stats_fd = if options.bpf_stats {
             // SAFETY: plain syscall wrapper; returns a new fd or a negative error.
@@ -258,31 +154,77 @@ impl Collector {
         } else {
             None
         };
-
-        let mut links = Vec::new();
-        for prog in skel.object().progs_mut() {
-            // Sampling and uprobe programs attach to events opened below, not to tracepoints.
-            if !prog.autoload() || RECORD_PROGS.contains(&prog.name().to_string_lossy().as_ref()) {
-                continue;
+        let cpus = skeleton::possible_cpus("cpu_account")?;
+        let configure = |open: &mut crate::skel::OpenCpuAccountSkel<'static>| {
+            if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+                ro.split_modes = options.syscalls;
+                ro.tag_expire_ns = options.tag_expire_ns;
+                ro.rt_sigreturn_nr = syscalls::Sysno::rt_sigreturn.id() as u32;
+                // The calls a new task returns from (see syscall_regs.bpf.h); arm64 has no fork.
+                let nr = |name: &str| {
+                    name.parse::<syscalls::Sysno>()
+                        .map_or(0xffff, |s| s.id() as u32)
+                };
+                ro.clone_nr = nr("clone");
+                ro.clone3_nr = nr("clone3");
+                ro.fork_nr = nr("fork");
+                ro.vfork_nr = nr("vfork");
+                ro.execve_nr = syscalls::Sysno::execve.id() as u32;
+                ro.execveat_nr = syscalls::Sysno::execveat.id() as u32;
+                if let Some(rec) = &options.record {
+                    ro.record_mode = true;
+                    ro.follow_children = rec.follow_children;
+                    ro.timer_on_stack = local_timer;
+                    ro.wakeup_bytes = u64::from(rec.ring_bytes / 4);
+                    ro.stack_bytes = rec.stack_bytes;
+                }
             }
-            let name = prog.name().to_string_lossy().into_owned();
-            let link = prog.attach().map_err(|e| CollectError::Attach {
-                prog: name.clone(),
-                reason: e.to_string(),
-            })?;
-            links.push(link);
-        }
+            if let Some(rec) = &options.record {
+                open.maps.events.set_max_entries(rec.ring_bytes)?;
+                open.maps.targets.set_max_entries(rec.max_targets)?;
+                open.maps.sample_scratch.set_max_entries(cpus as u32)?;
+            }
+            let recording = options.record.is_some();
+            let counting = options
+                .record
+                .as_ref()
+                .is_some_and(|r| !r.probes.is_empty());
+            let progs = &mut open.progs;
+            progs.on_sample.set_autoload(recording);
+            progs.on_target_free.set_autoload(recording);
+            progs.on_func_entry.set_autoload(counting);
+            open.maps.threads.set_max_entries(options.max_threads)?;
+            progs.on_sys_enter.set_autoload(options.syscalls);
+            progs.on_sys_exit.set_autoload(options.syscalls);
+            progs.on_page_fault_user.set_autoload(faults);
+            progs.on_local_timer_entry.set_autoload(local_timer);
+            progs.on_local_timer_exit.set_autoload(local_timer);
+            for chain in chains::CHAINS {
+                let setup = chains::Setup {
+                    on: chains.iter().any(|c| c.name == chain.name),
+                    index: &index,
+                    max_tags: options.max_tags,
+                };
+                (chain.configure)(open, &setup)?;
+            }
+            Ok(())
+        };
+        let (mut skel, mut links) = skeleton::start(
+            "cpu_account",
+            CpuAccountSkelBuilder::default(),
+            configure,
+            |_| Ok(()),
+            |skel| attach_plan(skel, &chains),
+        )?;
         if let Some(rec) = &options.record {
             attach_record(&skel, rec, &mut links)?;
         }
-        let cpus = libbpf_rs::num_possible_cpus().map_err(|e| load_err(e.to_string()))?;
         // Everything is attached: counting starts now, on every CPU at once.
         let attach_mono_ns = monotonic_ns();
-        let mut skel = skel;
         skel.maps
             .bss_data
             .as_deref_mut()
-            .ok_or_else(|| load_err("the object has no .bss section".into()))?
+            .ok_or_else(|| CollectError::read("bss", "the object has no .bss section"))?
             .count_from_ns = attach_mono_ns;
         Ok(Collector {
             skel,
@@ -293,7 +235,14 @@ impl Collector {
             tracefs,
             cpus,
             swept_expired: (0, 0),
+            chains,
+            chains_off,
         })
+    }
+
+    /// The chains a missing tracepoint turned off at start (each says what goes unattributed).
+    pub fn chains_off(&self) -> &[ChainOff] {
+        &self.chains_off
     }
 
     /// Capacity of the kernel's thread table.

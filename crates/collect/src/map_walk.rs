@@ -1,4 +1,8 @@
-//! A complete read of a BPF hash map, batch by batch (`BPF_MAP_LOOKUP_BATCH`).
+//! A complete read of a BPF hash map, batch by batch (`BPF_MAP_LOOKUP_BATCH`), and the one
+//! walk-decode-delete helper every map reader uses: [`decoded`] reads a map into its key and value
+//! types, [`sweep`] also deletes the entries its caller's verdict lets go, [`delete`] deletes keys
+//! collected earlier. Deletes always come after the walk: deleting the key a hash-map walk stands
+//! on restarts the walk.
 //!
 //! Hand-written rather than libbpf-rs's `MapCore::lookup_batch`: its iterator (0.27, and upstream
 //! at the time of writing) ends the walk at the first batch shorter than asked for, and ends it
@@ -13,7 +17,7 @@ use std::os::fd::AsRawFd;
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::MapCore;
 
-use crate::error::CollectError;
+use crate::error::{CollectError, LayoutMismatch};
 
 /// Entries asked for per bpf() call at first.
 const BATCH: usize = 512;
@@ -84,13 +88,87 @@ pub(crate) fn entries<M: MapCore>(map: &M, name: &'static str) -> Result<Vec<Ent
             }
             libc::EINTR => {}
             e => {
-                return Err(CollectError::Read {
-                    map: name,
-                    reason: std::io::Error::from_raw_os_error(e).to_string(),
-                })
+                return Err(CollectError::read(
+                    name,
+                    std::io::Error::from_raw_os_error(e),
+                ))
             }
         }
     }
+}
+
+/// `bytes` as a `T` (a `#[repr(C)]` type of pkprof.h, or an integer).
+pub(crate) fn decode<T: plain::Plain + Default>(bytes: &[u8]) -> Result<T, LayoutMismatch> {
+    let mut v = T::default();
+    plain::copy_from_bytes(&mut v, bytes).map_err(|_| LayoutMismatch {
+        ty: std::any::type_name::<T>()
+            .rsplit("::")
+            .next()
+            .unwrap_or_default(),
+        bytes: bytes.len(),
+        size: std::mem::size_of::<T>(),
+    })?;
+    Ok(v)
+}
+
+/// Every entry of `map` (named `name` in errors), decoded as (key, value).
+pub(crate) fn decoded<M, K, V>(map: &M, name: &'static str) -> Result<Vec<(K, V)>, CollectError>
+where
+    M: MapCore,
+    K: plain::Plain + Default,
+    V: plain::Plain + Default,
+{
+    entries(map, name)?
+        .into_iter()
+        .map(|(k, v)| {
+            Ok((
+                decode(&k).map_err(|e| CollectError::read(name, e))?,
+                decode(&v).map_err(|e| CollectError::read(name, e))?,
+            ))
+        })
+        .collect()
+}
+
+/// Deletes `keys` (as the map's key bytes) from `map`; a key already gone is no error (a racing
+/// BPF path may delete it).
+pub(crate) fn delete<M: MapCore>(
+    map: &M,
+    name: &'static str,
+    keys: impl IntoIterator<Item = impl AsRef<[u8]>>,
+) -> Result<(), CollectError> {
+    for key in keys {
+        match map.delete(key.as_ref()) {
+            Err(e) if e.kind() != libbpf_rs::ErrorKind::NotFound => {
+                return Err(CollectError::read(name, e))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Walks `map`, decoding each entry; `keep` sees each (key, value) and returns whether it stays;
+/// those it lets go are deleted after the walk (by their bytes as read: a key struct's padding
+/// is part of a hash map's key).
+pub(crate) fn sweep<M, K, V>(
+    map: &M,
+    name: &'static str,
+    mut keep: impl FnMut(&K, &V) -> bool,
+) -> Result<(), CollectError>
+where
+    M: MapCore,
+    K: plain::Plain + Default,
+    V: plain::Plain + Default,
+{
+    let mut gone = Vec::new();
+    for (kb, vb) in entries(map, name)? {
+        let k: K = decode(&kb).map_err(|e| CollectError::read(name, e))?;
+        let v: V = decode(&vb).map_err(|e| CollectError::read(name, e))?;
+        if !keep(&k, &v) {
+            gone.push(kb);
+        }
+    }
+    delete(map, name, gone)
 }
 
 #[cfg(test)]

@@ -32,9 +32,6 @@ pub const SYSCALL_TRACEPOINTS: &[(&str, &str)] =
 /// Optional tracepoints: used when present, their absence only disables a counter.
 pub const FAULT_TRACEPOINT: (&str, &str) = ("exceptions", "page_fault_user");
 
-/// Optional: the TCP-only send tracepoint (else every send runs a program).
-pub const TCP_SENDMSG_TRACEPOINT: (&str, &str) = ("tcp", "tcp_sendmsg_locked");
-
 /// Optional (x86): the local APIC timer interrupt, which does not pass through irq_handler_entry.
 pub const LOCAL_TIMER_TRACEPOINTS: &[(&str, &str)] = &[
     ("irq_vectors", "local_timer_entry"),
@@ -72,35 +69,65 @@ pub fn check_kernel_btf() -> Result<(), CollectError> {
     }
 }
 
+/// Test-only: tracepoints ("category:event", comma-separated) the preflight treats as missing,
+/// to run pkprof as on a kernel without them (crates/cli/tests/chain_off.rs). Not for users.
+pub(crate) const HIDE_TRACEPOINTS_ENV: &str = "PKPROF_TEST_HIDE_TRACEPOINTS";
+
 /// How tracepoints are looked up: through tracefs's event list, or through the kernel's BTF
 /// (a `btf_trace_<event>` typedef exists for every tracepoint) when tracefs cannot be mounted.
-pub enum TracepointIndex {
+enum Source {
     Tracefs(std::path::PathBuf),
     Btf(String),
+}
+
+/// Which tracepoints this kernel has.
+pub struct TracepointIndex {
+    source: Source,
+    /// "category:event" of the tracepoints treated as missing (`HIDE_TRACEPOINTS_ENV`).
+    hidden: Vec<String>,
 }
 
 impl TracepointIndex {
     /// Mounts tracefs when needed; falls back to BTF when mounting is impossible.
     pub fn open() -> (Self, Tracefs) {
         let t = tracefs::ensure_mounted();
-        let idx = match t.path() {
-            Some(p) => TracepointIndex::Tracefs(p.join("events")),
-            None => TracepointIndex::Btf(vmlinux_btf_names()),
+        let source = match t.path() {
+            Some(p) => Source::Tracefs(p.join("events")),
+            None => Source::Btf(vmlinux_btf_names()),
         };
-        (idx, t)
+        let hidden = std::env::var(HIDE_TRACEPOINTS_ENV)
+            .map(|v| hidden_list(&v))
+            .unwrap_or_default();
+        (TracepointIndex { source, hidden }, t)
+    }
+
+    /// An index over a tracefs `events` directory (a fake one, in tests).
+    #[cfg(test)]
+    pub(crate) fn of_events_dir(events: std::path::PathBuf) -> Self {
+        TracepointIndex {
+            source: Source::Tracefs(events),
+            hidden: Vec::new(),
+        }
     }
 
     pub fn has(&self, category: &str, event: &str) -> bool {
-        match self {
-            TracepointIndex::Tracefs(events) => events.join(category).join(event).is_dir(),
-            TracepointIndex::Btf(names) => names.contains(&format!("\0btf_trace_{event}\0")),
+        if self
+            .hidden
+            .iter()
+            .any(|h| h.split_once(':') == Some((category, event)))
+        {
+            return false;
+        }
+        match &self.source {
+            Source::Tracefs(events) => events.join(category).join(event).is_dir(),
+            Source::Btf(names) => names.contains(&format!("\0btf_trace_{event}\0")),
         }
     }
 
     fn location(&self) -> String {
-        match self {
-            TracepointIndex::Tracefs(p) => p.display().to_string(),
-            TracepointIndex::Btf(_) => "/sys/kernel/btf/vmlinux".to_string(),
+        match &self.source {
+            Source::Tracefs(p) => p.display().to_string(),
+            Source::Btf(_) => "/sys/kernel/btf/vmlinux".to_string(),
         }
     }
 
@@ -116,6 +143,15 @@ impl TracepointIndex {
         }
         Ok(())
     }
+}
+
+/// The entries of a comma-separated "category:event" list.
+fn hidden_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| s.contains(':'))
+        .map(String::from)
+        .collect()
 }
 
 /// The string section of the kernel's BTF, NUL-separated and NUL-framed, for name look-ups.
@@ -135,7 +171,10 @@ mod tests {
     fn missing_tracepoint_is_named() {
         let dir = std::env::temp_dir().join(format!("pkprof-tp-{}", std::process::id()));
         fs::create_dir_all(dir.join("sched/sched_switch")).unwrap();
-        let idx = TracepointIndex::Tracefs(dir.clone());
+        let mut idx = TracepointIndex {
+            source: Source::Tracefs(dir.clone()),
+            hidden: Vec::new(),
+        };
         assert!(idx.require(&[("sched", "sched_switch")]).is_ok());
         let err = idx
             .require(&[("sched", "sched_switch"), ("irq", "softirq_entry")])
@@ -143,6 +182,11 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("irq:softirq_entry"), "{msg}");
         assert!(!msg.contains('\n'));
+        idx.hidden = hidden_list("x, sched:sched_switch ,");
+        assert!(
+            !idx.has("sched", "sched_switch"),
+            "a hidden tracepoint is missing"
+        );
         fs::remove_dir_all(dir).unwrap();
     }
 }

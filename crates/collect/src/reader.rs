@@ -11,13 +11,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use libbpf_rs::{MapCore, MapFlags, ProgramInput};
 use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSample};
 
+use crate::chains::{SweepAt, Swept};
+use crate::clock::monotonic_ns;
 use crate::error::CollectError;
-use crate::loader::{monotonic_ns, Collector};
+use crate::loader::Collector;
 use crate::map_walk;
 use crate::progstats;
 use crate::skel::types::{
-    pkprof_acc, pkprof_cpu, pkprof_held, pkprof_owner, pkprof_sock, pkprof_syscall_key,
-    pkprof_syscall_stat, pkprof_thread,
+    pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
 };
 
 /// Reads of the thread table tried for one without a context switch during it.
@@ -66,13 +67,6 @@ fn thread_counters(t: &pkprof_thread) -> Counters {
     c
 }
 
-fn read_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> CollectError {
-    move |e| CollectError::Read {
-        map,
-        reason: e.to_string(),
-    }
-}
-
 impl Collector {
     /// Reads everything the kernel side has counted since attach.
     pub fn snapshot(&mut self) -> Result<Snapshot, CollectError> {
@@ -103,10 +97,12 @@ impl Collector {
         // table with room once the finished entries are deleted) or is charged as untracked.
         let table_full =
             threads.len().saturating_sub(finished.len()) >= self.max_threads() as usize;
-        for key in finished {
-            // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
-            let _ = self.skel.maps.threads.delete(&key);
-        }
+        // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
+        map_walk::delete(
+            &self.skel.maps.threads,
+            "threads",
+            finished.iter().map(|tid| tid.to_ne_bytes()),
+        )?;
         let mut snap = Snapshot {
             mono_ns: now,
             unix_s: SystemTime::now()
@@ -128,8 +124,8 @@ impl Collector {
             snap.lost.tag_map_full += l.tag_map_full;
             snap.lost.missed_switch += l.missed_switch;
         }
-        snap.sockets_pending_ns = self.sweep_sockets(now)? + self.sweep_held_skbs(now)?;
-        self.sweep_owners(now)?;
+        let swept = self.sweep_chains(now)?;
+        snap.sockets_pending_ns = swept.held_ns;
         snap.swept_expired_ns = self.swept_expired.0;
         snap.swept_expired_tags = self.swept_expired.1;
         snap.progs = progstats::read(&self.prog_fds());
@@ -141,23 +137,33 @@ impl Collector {
         Ok(snap)
     }
 
-    /// All thread entries, and the keys of those read for the last time (to delete).
-    fn read_threads(&self) -> Result<(Vec<ThreadSample>, Vec<Vec<u8>>), CollectError> {
-        let map = &self.skel.maps.threads;
+    /// Sweeps each running chain's maps: their time held in flight, and what expired (added to
+    /// the cumulative count).
+    fn sweep_chains(&mut self, now: u64) -> Result<Swept, CollectError> {
+        let at = SweepAt {
+            now,
+            expire_ns: self.options.tag_expire_ns,
+        };
+        let mut swept = Swept::default();
+        for chain in &self.chains {
+            (chain.sweep)(&self.skel.maps, &at, &mut swept)?;
+        }
+        self.swept_expired.0 = self.swept_expired.0.saturating_add(swept.expired_ns);
+        self.swept_expired.1 += swept.expired_tags;
+        Ok(swept)
+    }
+
+    /// All thread entries, and the tids of those read for the last time (to delete).
+    fn read_threads(&self) -> Result<(Vec<ThreadSample>, Vec<u32>), CollectError> {
         let now = monotonic_ns();
         let mut out = Vec::new();
         let mut finished = Vec::new();
-        let entries = map_walk::entries(map, "threads")?;
-        for (key, val) in entries {
-            let mut t = pkprof_thread::default();
-            plain::copy_from_bytes(&mut t, &val).map_err(|_| CollectError::Read {
-                map: "threads",
-                reason: "value size does not match pkprof_thread".into(),
-            })?;
-            let tid = u32::from_ne_bytes(key[..4].try_into().unwrap_or_default());
+        for (tid, t) in
+            map_walk::decoded::<_, u32, pkprof_thread>(&self.skel.maps.threads, "threads")?
+        {
             let exited = t.exit_ns != 0 && now.saturating_sub(t.exit_ns) > EXIT_GRACE_NS;
             if exited {
-                finished.push(key);
+                finished.push(tid);
             }
             out.push(ThreadSample {
                 tid,
@@ -180,20 +186,12 @@ impl Collector {
             .maps
             .cpus
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(read_err("cpus"))?
+            .map_err(CollectError::reading("cpus"))?
             .unwrap_or_default();
         per_cpu
             .iter()
             .take(self.cpus)
-            .map(|bytes| {
-                let mut c = pkprof_cpu::default();
-                plain::copy_from_bytes(&mut c, bytes)
-                    .map(|_| c)
-                    .map_err(|_| CollectError::Read {
-                        map: "cpus",
-                        reason: "value size does not match pkprof_cpu".into(),
-                    })
-            })
+            .map(|bytes| map_walk::decode(bytes).map_err(|e| CollectError::read("cpus", e)))
             .collect()
     }
 
@@ -284,97 +282,6 @@ impl Collector {
         out
     }
 
-    /// Sums the receive time held on sockets; expires what has waited too long for a reader
-    /// (sockets that get no more traffic are expired here, busy ones by BPF) and forgets idle
-    /// sockets. Returns the held total.
-    fn sweep_sockets(&mut self, now: u64) -> Result<u64, CollectError> {
-        let expire = self.options.tag_expire_ns;
-        let map = &self.skel.maps.socks;
-        let mut held: u64 = 0;
-        let mut gone = Vec::new();
-        let entries = map_walk::entries(map, "socks")?;
-        for (key, val) in entries {
-            let mut s = pkprof_sock::default();
-            if plain::copy_from_bytes(&mut s, &val).is_err() {
-                return Err(CollectError::Read {
-                    map: "socks",
-                    reason: "record size mismatch".into(),
-                });
-            }
-            if s.pending_ns > 0 && now.saturating_sub(s.first_ns) > expire {
-                self.swept_expired.0 = self.swept_expired.0.saturating_add(s.pending_ns);
-                self.swept_expired.1 += 1;
-                gone.push(key);
-            } else if s.pending_ns == 0 && now.saturating_sub(s.last_ns) > 10 * expire {
-                gone.push(key); // closed or idle socket
-            } else {
-                held = held.saturating_add(s.pending_ns);
-            }
-        }
-        for key in gone {
-            let _ = map.delete(&key);
-        }
-        Ok(held)
-    }
-
-    /// Receive work held on skbs handed to another CPU (RPS): summed as in flight; what waited
-    /// past the expiry (the skb never showed up again) goes to KERNEL as expired.
-    fn sweep_held_skbs(&mut self, now: u64) -> Result<u64, CollectError> {
-        let expire = self.options.tag_expire_ns;
-        let map = &self.skel.maps.skb_held;
-        let mut held: u64 = 0;
-        let mut gone = Vec::new();
-        let entries = map_walk::entries(map, "skb_held")?;
-        for (key, val) in entries {
-            let mut h = pkprof_held::default();
-            if plain::copy_from_bytes(&mut h, &val).is_err() {
-                return Err(CollectError::Read {
-                    map: "skb_held",
-                    reason: "record size mismatch".into(),
-                });
-            }
-            if now.saturating_sub(h.since_ns) > expire {
-                self.swept_expired.0 = self.swept_expired.0.saturating_add(h.ns);
-                self.swept_expired.1 += 1;
-                gone.push(key);
-            } else {
-                held = held.saturating_add(h.ns);
-            }
-        }
-        for key in gone {
-            let _ = map.delete(&key);
-        }
-        Ok(held)
-    }
-
-    /// Forgets block requests never completed and work items never run (cancelled) after a long
-    /// while, so their tables cannot fill up; they carry no time.
-    fn sweep_owners(&mut self, now: u64) -> Result<(), CollectError> {
-        let stale = 60 * self.options.tag_expire_ns.max(1_000_000_000);
-        for (name, map) in [
-            ("reqs", &self.skel.maps.reqs),
-            ("works", &self.skel.maps.works),
-        ] {
-            let mut gone = Vec::new();
-            for (key, val) in map_walk::entries(map, name)? {
-                let mut o = pkprof_owner::default();
-                if plain::copy_from_bytes(&mut o, &val).is_err() {
-                    return Err(CollectError::Read {
-                        map: name,
-                        reason: "record size mismatch".into(),
-                    });
-                }
-                if now.saturating_sub(o.since_ns) > stale {
-                    gone.push(key);
-                }
-            }
-            for key in gone {
-                let _ = map.delete(&key);
-            }
-        }
-        Ok(())
-    }
-
     /// Per-process syscall counts; entries of processes that have fully exited are read one last
     /// time and deleted.
     fn read_syscalls(
@@ -391,37 +298,23 @@ impl Collector {
             .filter(|t| t.exited && !live.contains(&t.pid))
             .map(|t| t.pid)
             .collect();
-        let map = &self.skel.maps.syscalls;
         let mut out = Vec::new();
-        // Deleted after the walk: deleting the key a hash-map walk stands on restarts the walk.
-        let mut finished = Vec::new();
-        let entries = map_walk::entries(map, "syscalls")?;
-        for (key, val) in entries {
-            let mut k = pkprof_syscall_key::default();
-            let mut s = pkprof_syscall_stat::default();
-            if plain::copy_from_bytes(&mut k, &key).is_err()
-                || plain::copy_from_bytes(&mut s, &val).is_err()
-            {
-                return Err(CollectError::Read {
-                    map: "syscalls",
-                    reason: "record size mismatch".into(),
+        // Entries of processes gone are read one last time, then deleted.
+        map_walk::sweep(
+            &self.skel.maps.syscalls,
+            "syscalls",
+            |k: &pkprof_syscall_key, s: &pkprof_syscall_stat| {
+                out.push(SyscallCount {
+                    pid: k.pid,
+                    nr: k.nr,
+                    name: syscall_name(k.nr),
+                    count: s.count,
+                    total_ns: s.total_ns,
+                    errors: s.errors,
                 });
-            }
-            if gone.contains(&k.pid) {
-                finished.push(key.clone());
-            }
-            out.push(SyscallCount {
-                pid: k.pid,
-                nr: k.nr,
-                name: syscall_name(k.nr),
-                count: s.count,
-                total_ns: s.total_ns,
-                errors: s.errors,
-            });
-        }
-        for key in finished {
-            let _ = map.delete(&key);
-        }
+                !gone.contains(&k.pid)
+            },
+        )?;
         Ok(out)
     }
 }

@@ -92,6 +92,9 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         }),
     };
     let mut collector = Collector::start(collector_opts)?;
+    for off in collector.chains_off() {
+        eprintln!("pkprof: {off}");
+    }
     signals::install();
     let start_unix = meta::unix_ns();
     let cpu_before = own_cpu_ns();
@@ -153,7 +156,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     .run(|| stop.check())?;
     let end_unix = meta::unix_ns();
     let record_lost = collector.record_lost()?;
-    let func_reads = collector.func_counts();
+    let func_reads = collector.func_counts()?;
     let frame = recorded.last_frame.clone().unwrap_or_default();
     let cpu_recording = own_cpu_ns().saturating_sub(cpu_before);
     let bpf_stats = collector.bpf_stats_enabled();

@@ -7,8 +7,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use pkprof_accounting::Snapshot;
-use pkprof_collect::record::ring::{EventRing, RecordEvent};
 use pkprof_collect::{CollectError, Collector};
+use pkprof_collect::{EventRing, RecordEvent};
 use pkprof_profile::Frame;
 use pkprof_recording::{KernelSource, ProcessMaps, RingRecord, Symbols, UnwoundStack, UserRegs};
 use pkprof_symbolize::{SymbolizeError, Symbolizer};
@@ -47,7 +47,7 @@ impl KernelSource for Kernel<'_> {
     }
 
     fn now_ns(&self) -> u64 {
-        pkprof_collect::loader::monotonic_ns()
+        pkprof_collect::monotonic_ns()
     }
 
     fn max_threads(&self) -> u32 {
@@ -153,7 +153,7 @@ impl Symbols for Symbolizing {
     }
 
     fn syscall_name(&self, nr: u32) -> String {
-        pkprof_collect::reader::syscall_name(nr)
+        pkprof_collect::syscall_name(nr)
     }
 
     fn warnings(&self) -> Vec<String> {

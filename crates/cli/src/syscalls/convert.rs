@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use pkprof_collect::reader::syscall_name;
 use pkprof_collect::syscall_graph::{RawNode, RawSyscallGraph};
+use pkprof_collect::syscall_name;
 use pkprof_symbolize::Symbolizer;
 use pkprof_syscall_graph::{
     CallSite, CallSiteFrame, Lost, Node, SyscallProfile, Thread, Transition,

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use pkprof_accounting::{Accountant, Filter, Interval};
-use pkprof_collect::tracefs::Tracefs;
-use pkprof_collect::Collector;
+use pkprof_collect::{CollectError, Collector, Tracefs};
 
 use super::TopOptions;
 use crate::self_usage::SelfMeter;
@@ -29,7 +28,7 @@ pub fn spawn(
     frames: Sender<Arc<Interval>>,
     mut sinks: Vec<Sink>,
 ) -> Result<JoinHandle<Result<()>>> {
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), CollectError>>();
     let opts = opts.clone();
     let handle =
         thread::Builder::new()
@@ -38,7 +37,7 @@ pub fn spawn(
                 let mut collector = match Collector::start(opts.collector()) {
                     Ok(c) => c,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
+                        let _ = ready_tx.send(Err(e));
                         return Ok(());
                     }
                 };
@@ -48,6 +47,9 @@ pub fn spawn(
                         "pkprof: tracefs unavailable ({why}); checked tracepoints through BTF"
                     ),
                     Tracefs::Found(_) => {}
+                }
+                for off in collector.chains_off() {
+                    eprintln!("pkprof: {off}");
                 }
                 if opts.bpf_stats && !collector.bpf_stats_enabled() {
                     eprintln!(
@@ -88,9 +90,9 @@ pub fn spawn(
             })?;
     match ready_rx.recv() {
         Ok(Ok(())) => Ok(handle),
-        Ok(Err(msg)) => {
+        Ok(Err(e)) => {
             let _ = handle.join();
-            Err(anyhow!(msg))
+            Err(e.into())
         }
         Err(_) => Err(anyhow!("the sampling thread stopped during start-up")),
     }

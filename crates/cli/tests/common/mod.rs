@@ -56,7 +56,7 @@ impl Top {
 
     /// Like `start`, but also returns the first frame (its `interval_s` runs from attach).
     pub fn start_with_first_frame(args: &[&str]) -> (Top, Value) {
-        let mut child = Command::new(pkprof_bin())
+        let child = Command::new(pkprof_bin())
             .arg("top")
             .arg("--json")
             .args(args)
@@ -64,6 +64,38 @@ impl Top {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("pkprof starts");
+        Top::reading(child)
+    }
+
+    /// Like `start_with_first_frame`, with environment variables `env` set and stderr captured:
+    /// its lines come on the returned receiver (and are echoed to the test's stderr).
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> (Top, Value, Receiver<String>) {
+        let mut child = Command::new(pkprof_bin())
+            .arg("top")
+            .arg("--json")
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("pkprof starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("{line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let (top, first) = Top::reading(child);
+        (top, first, rx)
+    }
+
+    /// Reads `child`'s frames on a thread; waits for the first.
+    fn reading(mut child: Child) -> (Top, Value) {
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

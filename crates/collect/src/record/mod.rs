@@ -1,9 +1,11 @@
 //! pkprof record's collection: cpu-clock sampling on every CPU, uprobes for exact call counts,
 //! the target set, and the ring buffer of samples and links (decoded in `ring`).
 
-pub mod perf;
-pub mod ring;
-pub mod uprobes;
+pub(crate) mod perf;
+mod ring;
+pub(crate) mod uprobes;
+
+pub use ring::{EventRing, RecordEvent};
 
 use std::path::PathBuf;
 
@@ -14,7 +16,7 @@ use crate::loader::Collector;
 use crate::map_walk;
 use crate::skel::types::{
     pkprof_defaults as Defaults, pkprof_func_key, pkprof_stack_bytes as StackBytes,
-    pkprof_syscall_key,
+    pkprof_syscall_key, pkprof_syscall_stat,
 };
 
 /// Default capacity of the kernel's target set (`record --max-targets`; pkprof.h): target
@@ -70,10 +72,7 @@ pub struct FuncCountRead {
 }
 
 fn read_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> CollectError {
-    move |e| CollectError::Read {
-        map,
-        reason: e.to_string(),
-    }
+    CollectError::reading(map)
 }
 
 impl Collector {
@@ -110,23 +109,11 @@ impl Collector {
             // The command is held before its execve: no exit of it can race this store.
             bss.exec_gates_open += 1;
         }
-        let maps = &self.skel.maps;
-        // Collected before deleting: deleting the key a hash-map walk stands on restarts it.
-        let mut counted = Vec::new();
-        for (key, _) in map_walk::entries(&maps.syscalls, "syscalls")? {
-            let mut k = pkprof_syscall_key::default();
-            plain::copy_from_bytes(&mut k, &key).map_err(|_| CollectError::Read {
-                map: "syscalls",
-                reason: "record size mismatch".into(),
-            })?;
-            if k.pid == pid {
-                counted.push(key);
-            }
-        }
-        for key in counted {
-            maps.syscalls.delete(&key).map_err(read_err("syscalls"))?;
-        }
-        Ok(())
+        map_walk::sweep(
+            &self.skel.maps.syscalls,
+            "syscalls",
+            |k: &pkprof_syscall_key, _: &pkprof_syscall_stat| k.pid != pid,
+        )
     }
 
     /// Tells the sampler that `pid`'s maps are captured: its samples need not wake the reader.
@@ -173,19 +160,17 @@ impl Collector {
     }
 
     /// Exact call counts of the `--count` probes so far.
-    pub fn func_counts(&self) -> Vec<FuncCountRead> {
-        let map = &self.skel.maps.func_counts;
-        map.keys()
-            .filter_map(|k| {
-                let key = plain::from_bytes::<pkprof_func_key>(&k).ok()?;
-                let v = map.lookup(&k, MapFlags::ANY).ok()??;
-                let count = u64::from_ne_bytes(v.get(..8)?.try_into().ok()?);
-                Some(FuncCountRead {
-                    pid: key.pid,
-                    probe: key.probe as usize,
-                    count,
-                })
-            })
-            .collect()
+    pub fn func_counts(&self) -> Result<Vec<FuncCountRead>, CollectError> {
+        Ok(map_walk::decoded::<_, pkprof_func_key, u64>(
+            &self.skel.maps.func_counts,
+            "func_counts",
+        )?
+        .into_iter()
+        .map(|(key, count)| FuncCountRead {
+            pid: key.pid,
+            probe: key.probe as usize,
+            count,
+        })
+        .collect())
     }
 }

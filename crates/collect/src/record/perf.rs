@@ -15,10 +15,11 @@ use crate::error::CollectError;
 /// CPUs that are online now, from /sys/devices/system/cpu/online ("0-1,4").
 pub fn online_cpus() -> Result<Vec<u32>, CollectError> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").map_err(|e| {
-        CollectError::Attach {
-            prog: "on_sample".into(),
-            reason: format!("cannot read /sys/devices/system/cpu/online: {e}"),
-        }
+        CollectError::attach(
+            "on_sample",
+            "every online CPU (reading /sys/devices/system/cpu/online)",
+            e,
+        )
     })?;
     Ok(parse_cpu_list(&text))
 }
@@ -60,12 +61,10 @@ pub fn attach_cpu_clock(prog: &ProgramMut<'_>, cpu: u32, freq: u64) -> Result<Li
             PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
         )
     };
+    let to = || format!("a cpu-clock event on cpu {cpu} ({freq} Hz)");
     if fd < 0 {
         let err = std::io::Error::last_os_error();
-        return Err(CollectError::Attach {
-            prog: "on_sample".into(),
-            reason: format!("perf_event_open(cpu-clock, cpu {cpu}, {freq} Hz): {err}"),
-        });
+        return Err(CollectError::attach("on_sample", to(), err));
     }
     // SAFETY: fd is a fresh descriptor owned by nobody else.
     let owned = unsafe { OwnedFd::from_raw_fd(fd as i32) };
@@ -73,10 +72,7 @@ pub fn attach_cpu_clock(prog: &ProgramMut<'_>, cpu: u32, freq: u64) -> Result<Li
     prog.attach_perf_event(raw).map_err(|e| {
         // SAFETY: the attach failed, so the fd is still ours to close.
         drop(unsafe { OwnedFd::from_raw_fd(raw) });
-        CollectError::Attach {
-            prog: "on_sample".into(),
-            reason: format!("cpu {cpu}: {e}"),
-        }
+        CollectError::attach("on_sample", to(), e)
     })
 }
 

@@ -134,19 +134,13 @@ impl<'cb> EventRing<'cb> {
     pub fn poll(&self, timeout: Duration) -> Result<(), CollectError> {
         match self.ring.poll(timeout) {
             Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => Ok(()),
-            other => other.map_err(|e| CollectError::Read {
-                map: "events",
-                reason: e.to_string(),
-            }),
+            other => other.map_err(CollectError::reading("events")),
         }
     }
 
     /// Hands over every record already in the buffer.
     pub fn drain(&self) -> Result<(), CollectError> {
-        self.ring.consume().map_err(|e| CollectError::Read {
-            map: "events",
-            reason: e.to_string(),
-        })
+        self.ring.consume().map_err(CollectError::reading("events"))
     }
 }
 
@@ -157,19 +151,16 @@ impl Collector {
     where
         F: FnMut(Option<RecordEvent>) + 'cb,
     {
-        let err = |e: libbpf_rs::Error| CollectError::Read {
-            map: "events",
-            reason: e.to_string(),
-        };
+        let err = CollectError::reading("events");
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&self.skel.maps.events, move |bytes: &[u8]| {
                 on_event(decode(bytes));
                 0
             })
-            .map_err(err)?;
+            .map_err(&err)?;
         Ok(EventRing {
-            ring: builder.build().map_err(err)?,
+            ring: builder.build().map_err(&err)?,
         })
     }
 }

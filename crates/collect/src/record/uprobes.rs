@@ -4,19 +4,20 @@
 use libbpf_rs::{Link, ProgramMut, UprobeOpts};
 
 use super::FuncProbe;
-use crate::error::CollectError;
+use crate::error::{Cause, CollectError};
 
 pub fn attach(
     prog: &ProgramMut<'_>,
     index: usize,
     probe: &FuncProbe,
 ) -> Result<Link, CollectError> {
-    let fail = |reason: String| CollectError::Probe {
+    let fail = |what: &str, source: Option<Cause>| CollectError::Probe {
         spec: format!("{}@{}", probe.function, probe.binary.display()),
-        reason,
+        what: what.into(),
+        source,
     };
     if let Err(e) = std::fs::File::open(&probe.binary) {
-        return Err(fail(format!("cannot read the binary: {e}")));
+        return Err(fail("cannot read the binary", Some(e.into())));
     }
     let opts = UprobeOpts {
         func_name: Some(probe.function.clone()),
@@ -26,10 +27,11 @@ pub fn attach(
     prog.attach_uprobe_with_opts(-1, &probe.binary, 0, opts)
         .map_err(|e| {
             let msg = e.to_string();
+            // libbpf reports a missing symbol as a missing file: say what it means instead.
             if msg.contains("No such file") || msg.contains("ENOENT") || msg.contains("not found") {
-                fail("no such function in the binary's symbol tables".into())
+                fail("no such function in the binary's symbol tables", None)
             } else {
-                fail(msg)
+                fail("attaching the uprobe", Some(e.into()))
             }
         })
 }

@@ -12,15 +12,15 @@ pub use sites::{RawSite, SiteTable, DEFAULT_MAX_SITES};
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::mem::MaybeUninit;
 use std::rc::Rc;
 use std::time::Duration;
 
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, RingBuffer, RingBufferBuilder};
 
 use crate::error::CollectError;
+use crate::map_walk;
 use crate::preflight::{self, TracepointIndex};
+use crate::skeleton;
 use skel::types::{
     pkprof_sc_comm, pkprof_sc_edge, pkprof_sc_edge_key, pkprof_sc_event, pkprof_sc_event_kind,
     pkprof_sc_lost, pkprof_sc_node, pkprof_sc_site, pkprof_stack_flags,
@@ -165,10 +165,7 @@ pub struct SyscallTracer {
 }
 
 fn read_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> CollectError {
-    move |e| CollectError::Read {
-        map,
-        reason: e.to_string(),
-    }
+    CollectError::reading(map)
 }
 
 impl SyscallTracer {
@@ -180,66 +177,57 @@ impl SyscallTracer {
         index.require(preflight::SYSCALL_TRACEPOINTS)?;
         index.require(&[("sched", "sched_process_fork")])?;
 
-        let load_err = |reason: String| CollectError::Load {
-            prog: "syscall_graph".into(),
-            reason,
-        };
-        crate::loader::route_libbpf_logs();
-        // The skeleton borrows its object storage for as long as it lives: leaked once per run.
-        let storage: &'static mut MaybeUninit<OpenObject> =
-            Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = SyscallGraphSkelBuilder::default()
-            .open(storage)
-            .map_err(|e| load_err(e.to_string()))?;
-        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-            ro.trace_all = options.all;
-            ro.follow_children = options.follow_children;
-            ro.split_args = options.split_args;
-            ro.stack_every = options.stack_every;
-            ro.stack_bytes = options.stack_bytes.min(crate::record::MAX_STACK_BYTES);
-            ro.wakeup_bytes = u64::from(options.ring_bytes / 4);
-            ro.self_pid = std::process::id();
-            ro.execve_nr = syscalls::Sysno::execve.id() as u32;
-            ro.execveat_nr = syscalls::Sysno::execveat.id() as u32;
-            ro.rt_sigreturn_nr = syscalls::Sysno::rt_sigreturn.id() as u32;
-        }
-        open.maps
-            .sc_edges
-            .set_max_entries(options.max_transitions.max(1))
-            .map_err(|e| load_err(e.to_string()))?;
-        open.maps
-            .sc_events
-            .set_max_entries(options.ring_bytes)
-            .map_err(|e| load_err(e.to_string()))?;
-        let cpus = libbpf_rs::num_possible_cpus().map_err(|e| load_err(e.to_string()))?;
-        open.maps
-            .sc_scratch
-            .set_max_entries(cpus as u32)
-            .map_err(|e| load_err(e.to_string()))?;
-        open.progs.sc_enter.set_autoload(options.timed);
-        open.progs.sc_exit.set_autoload(options.timed);
-        open.progs.sc_exit_untimed.set_autoload(!options.timed);
-        let skel = open
-            .load()
-            .map_err(|e| crate::loader::load_error(&e, "syscall_graph"))?;
-        for (nr, fd_arg, size_arg) in argspec::argspecs() {
-            skel.maps
-                .sc_argspecs
-                .update(&nr.to_ne_bytes(), &[fd_arg, size_arg], MapFlags::ANY)
-                .map_err(read_err("sc_argspecs"))?;
-        }
-        let mut links = Vec::new();
-        for prog in skel.object().progs_mut() {
-            if !prog.autoload() {
-                continue;
-            }
-            let name = prog.name().to_string_lossy().into_owned();
-            let link = prog.attach().map_err(|e| CollectError::Attach {
-                prog: name.clone(),
-                reason: e.to_string(),
-            })?;
-            links.push(link);
-        }
+        let cpus = skeleton::possible_cpus("syscall_graph")?;
+        let (skel, links) = skeleton::start(
+            "syscall_graph",
+            SyscallGraphSkelBuilder::default(),
+            |open| {
+                if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+                    ro.trace_all = options.all;
+                    ro.follow_children = options.follow_children;
+                    ro.split_args = options.split_args;
+                    ro.stack_every = options.stack_every;
+                    ro.stack_bytes = options.stack_bytes.min(crate::record::MAX_STACK_BYTES);
+                    ro.wakeup_bytes = u64::from(options.ring_bytes / 4);
+                    ro.self_pid = std::process::id();
+                    ro.execve_nr = syscalls::Sysno::execve.id() as u32;
+                    ro.execveat_nr = syscalls::Sysno::execveat.id() as u32;
+                    ro.rt_sigreturn_nr = syscalls::Sysno::rt_sigreturn.id() as u32;
+                }
+                open.maps
+                    .sc_edges
+                    .set_max_entries(options.max_transitions.max(1))?;
+                open.maps.sc_events.set_max_entries(options.ring_bytes)?;
+                open.maps.sc_scratch.set_max_entries(cpus as u32)?;
+                open.progs.sc_enter.set_autoload(options.timed);
+                open.progs.sc_exit.set_autoload(options.timed);
+                open.progs.sc_exit_untimed.set_autoload(!options.timed);
+                Ok(())
+            },
+            // Which syscalls' arguments name an fd and a size, before any call is counted.
+            |skel: &mut SyscallGraphSkel<'static>| {
+                for (nr, fd_arg, size_arg) in argspec::argspecs() {
+                    skel.maps
+                        .sc_argspecs
+                        .update(&nr.to_ne_bytes(), &[fd_arg, size_arg], MapFlags::ANY)
+                        .map_err(read_err("sc_argspecs"))?;
+                }
+                Ok(())
+            },
+            |skel| {
+                let p = &skel.progs;
+                skeleton::AttachPlan {
+                    tracepoints: vec![
+                        &p.sc_enter,
+                        &p.sc_exit,
+                        &p.sc_exit_untimed,
+                        &p.sc_exit_process,
+                        &p.sc_fork,
+                    ],
+                    elsewhere: Vec::new(),
+                }
+            },
+        )?;
         let inbox: Rc<RefCell<Vec<TraceEvent>>> = Rc::default();
         let undecodable: Rc<RefCell<u64>> = Rc::default();
         let (sink, bad) = (Rc::clone(&inbox), Rc::clone(&undecodable));
@@ -309,10 +297,7 @@ impl SyscallTracer {
             .maps
             .data_data
             .as_deref_mut()
-            .ok_or_else(|| CollectError::Read {
-                map: "data",
-                reason: "the object has no .data section".into(),
-            })?;
+            .ok_or_else(|| CollectError::read("data", "the object has no .data section"))?;
         data.targets_gen += 1;
         Ok(())
     }
@@ -328,10 +313,8 @@ impl SyscallTracer {
             .unwrap_or_default();
         let mut lost = SyscallGraphLost::default();
         for bytes in per_cpu {
-            let l: &pkprof_sc_lost = plain::from_bytes(&bytes).map_err(|_| CollectError::Read {
-                map: "sc_lost",
-                reason: "short value".into(),
-            })?;
+            let l: pkprof_sc_lost =
+                map_walk::decode(&bytes).map_err(|e| CollectError::read("sc_lost", e))?;
             lost.transitions_full += l.edges_full;
             lost.sites_ring_full += l.sites_ring_full;
             lost.threads_full += l.threads_full;
@@ -355,22 +338,11 @@ impl SyscallTracer {
     pub fn read(&mut self, mut sites: SiteTable) -> Result<RawSyscallGraph, CollectError> {
         self.links.clear();
         let maps = &self.skel.maps;
-        let short = |map: &'static str| CollectError::Read {
-            map,
-            reason: "short key or value".into(),
-        };
         let mut transitions = Vec::new();
-        for key in maps.sc_edges.keys() {
-            let k: &pkprof_sc_edge_key = plain::from_bytes(&key).map_err(|_| short("sc_edges"))?;
-            let Some(v) = maps
-                .sc_edges
-                .lookup(&key, MapFlags::ANY)
-                .map_err(read_err("sc_edges"))?
-            else {
-                continue;
-            };
-            let e: &pkprof_sc_edge = plain::from_bytes(&v).map_err(|_| short("sc_edges"))?;
-            let sites = sites.take(&EdgeId::of(k));
+        for (k, e) in
+            map_walk::decoded::<_, pkprof_sc_edge_key, pkprof_sc_edge>(&maps.sc_edges, "sc_edges")?
+        {
+            let sites = sites.take(&EdgeId::of(&k));
             transitions.push(RawTransition {
                 pid: k.pid,
                 tid: k.tid,
@@ -383,19 +355,10 @@ impl SyscallTracer {
                 sites,
             });
         }
-        let mut comms = HashMap::new();
-        for key in maps.sc_comms.keys() {
-            let Some(v) = maps
-                .sc_comms
-                .lookup(&key, MapFlags::ANY)
-                .map_err(read_err("sc_comms"))?
-            else {
-                continue;
-            };
-            let tid = u32::from_ne_bytes(key[..4].try_into().map_err(|_| short("sc_comms"))?);
-            let c: &pkprof_sc_comm = plain::from_bytes(&v).map_err(|_| short("sc_comms"))?;
-            comms.insert(tid, (c.pid, crate::reader::comm_str(&c.comm)));
-        }
+        let comms = map_walk::decoded::<_, u32, pkprof_sc_comm>(&maps.sc_comms, "sc_comms")?
+            .into_iter()
+            .map(|(tid, c)| (tid, (c.pid, crate::reader::comm_str(&c.comm))))
+            .collect();
         let mut lost = self.lost()?;
         lost.sites_full = sites.full();
         lost.stacks_failed = sites.failed();
