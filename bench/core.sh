@@ -2,7 +2,7 @@
 # The accounting core's cost, side by side with its peers and with the floor (issue 11 §2; see
 # bench/README.md "Accounting core: bash bench/core.sh"). One run prints:
 #   - the pinned switch storm (taskset -c CPU perf bench sched pipe) under: nothing (A), pkprof top
-#     (P), bpftrace's per-thread on-CPU time accumulator (T), perf record -e sched:sched_switch -a
+#     (P), pkprof top with BPF stats on (S: what the stats cost), bpftrace's per-thread on-CPU time accumulator (T), perf record -e sched:sched_switch -a
 #     (R), an empty program on sched_switch (E) and empty programs on all of pkprof's tracepoints
 #     (F); each as the median of the per-pair ratios to A, plus the wall time added per switch;
 #   - the 64-byte UDP loopback flood (bench/udp_flood.c) under A, P, F;
@@ -22,7 +22,7 @@
 #        BENCH_SETTLE=S         pause between runs, seconds                  (default 0.3)
 #        BENCH_PKPROF=PATH      pkprof binary to measure (default: cargo build --release -p pkprof)
 #        BENCH_SECTIONS="storm udp build cost"   which parts to run (default: all)
-#        BENCH_STORM_MODES="A P T R E F"         storm modes (drop T if bpftrace cannot run)
+#        BENCH_STORM_MODES="A P S T R E F"       storm modes (drop T if bpftrace cannot run)
 set -euo pipefail
 
 PAIRS=${1:-10}
@@ -46,7 +46,7 @@ if [ "$UDP_CPUS" = none ]; then UDP_PIN=(-1 -1); else read -r -a UDP_PIN <<<"$UD
 [ "${#UDP_PIN[@]}" = 2 ] || { echo "bench: BENCH_UDP_CPUS must be \"SENDER RECEIVER\" or none" >&2; exit 2; }
 SETTLE=${BENCH_SETTLE:-0.3}
 SECTIONS=${BENCH_SECTIONS:-storm udp build cost}
-STORM_MODES=${BENCH_STORM_MODES:-A P T R E F}
+STORM_MODES=${BENCH_STORM_MODES:-A P S T R E F}
 
 log() { echo "bench: $*" >&2; }
 for tool in perf cc clang bpftool python3 taskset; do
@@ -131,6 +131,8 @@ start_tool() {
     A) return 0 ;;
     P) "$PKPROF" top --batch -d 1 >"$f" 2>"$f.err" & TOOL_PID=$!; TOOL_SIG=TERM
        wait_ready "$f" . ;;             # its first frame: programs attached and running
+    S) "$PKPROF" top --batch --bpf-stats -d 1 >"$f" 2>"$f.err" & TOOL_PID=$!; TOOL_SIG=TERM
+       wait_ready "$f" . ;;
     T) bpftrace -e "$BPFTRACE_PROG" >"$f" 2>"$f.err" & TOOL_PID=$!; TOOL_SIG=INT
        wait_ready "$f" '^Attaching' ;;
     R) perf record -q -e sched:sched_switch -a -o "$OUT/core-perf.data" >"$f" 2>"$f.err" & TOOL_PID=$!; TOOL_SIG=INT

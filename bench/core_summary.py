@@ -13,6 +13,7 @@ import sys
 MODES = {
     "A": "nothing attached",
     "P": "pkprof top --batch -d 1",
+    "S": "pkprof top --batch --bpf-stats -d 1 (P plus the kernel's run-time stats)",
     "T": "bpftrace on-CPU ns accumulator (tracepoint:sched:sched_switch)",
     "R": "perf record -e sched:sched_switch -a (to a file)",
     "E": "floor: one empty tp_btf program on sched_switch",
@@ -52,7 +53,7 @@ def pairs_lines(data, ncpu):
             continue
         out.append(f"== {title}: median of per-pair ratios X/A ({len(a)} pairs, BPF stats off)")
         out.append(f"   A  {statistics.median(a.values()):>12,.0f} {unit}   {MODES['A']}")
-        for mode in "PTREF":
+        for mode in "PSTREF":
             x = data.get((wl, mode), {})
             pairs = sorted(set(a) & set(x))
             if not pairs:
