@@ -19,18 +19,24 @@ fn main() {
         "aarch64" => "arm64",
         other => other,
     };
+    let clang_args = [
+        "-Wall".to_string(),
+        "-Werror".to_string(),
+        "-mcpu=v3".to_string(),
+        format!("-I{}", vmlinux_dir.display()),
+        "-Isrc/bpf".to_string(),
+        format!("-D__TARGET_ARCH_{bpf_arch}"),
+    ];
+    // The same flags for tests/headers_compile.rs, which compiles each header alone.
+    println!(
+        "cargo:rustc-env=PKPROF_BPF_CLANG_ARGS={}",
+        clang_args.join("\u{1f}")
+    );
     for name in PROGRAMS {
         let src = format!("src/bpf/{name}.bpf.c");
         SkeletonBuilder::new()
             .source(&src)
-            .clang_args([
-                "-Wall".to_string(),
-                "-Werror".to_string(),
-                "-mcpu=v3".to_string(),
-                format!("-I{}", vmlinux_dir.display()),
-                "-Isrc/bpf".to_string(),
-                format!("-D__TARGET_ARCH_{bpf_arch}"),
-            ])
+            .clang_args(&clang_args)
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building BPF program {src}: {e:#}"));
         println!("cargo:rerun-if-changed={src}");

@@ -205,16 +205,16 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = pkprof_symbolize::DEFAULT_UNWIND_MEMORY_MIB, value_parser = clap::value_parser!(u32).range(1..=65536))]
     unwind_memory: u32,
     /// Seconds receive work may wait on a socket for its reader before it counts as KERNEL.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]
+    #[arg(long, default_value_t = pkprof_collect::loader::DEFAULT_TAG_EXPIRE_S, value_parser = parse_delay)]
     tag_expire: f64,
     /// Capacity of the kernel's thread table.
-    #[arg(long, default_value_t = 32768, value_parser = table_size())]
+    #[arg(long, default_value_t = pkprof_collect::loader::DEFAULT_MAX_THREADS, value_parser = table_size())]
     max_threads: u32,
     /// Capacity of the kernel's set of target processes alive at once (-- CMD and its children).
     #[arg(long, default_value_t = pkprof_collect::record::DEFAULT_MAX_TARGETS, value_parser = clap::value_parser!(u32).range(1..))]
     max_targets: u32,
     /// Capacity of each attribution tag table.
-    #[arg(long, default_value_t = 16384, value_parser = table_size())]
+    #[arg(long, default_value_t = pkprof_collect::loader::DEFAULT_MAX_TAGS, value_parser = table_size())]
     max_tags: u32,
     /// Entries in the summary printed at the end.
     #[arg(long, default_value_t = 15, value_parser = count_parser(1, 100_000))]
@@ -354,13 +354,13 @@ struct CollectArgs {
     #[arg(long)]
     syscalls: bool,
     /// Capacity of the kernel's thread table; threads beyond it are counted as lost.
-    #[arg(long, default_value_t = 32768, value_parser = table_size())]
+    #[arg(long, default_value_t = pkprof_collect::loader::DEFAULT_MAX_THREADS, value_parser = table_size())]
     max_threads: u32,
     /// Capacity of each attribution tag table (sockets, block requests, work items).
-    #[arg(long, default_value_t = 16384, value_parser = table_size())]
+    #[arg(long, default_value_t = pkprof_collect::loader::DEFAULT_MAX_TAGS, value_parser = table_size())]
     max_tags: u32,
     /// Seconds receive work may wait on a socket for its reader before it is billed to KERNEL.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_delay)]
+    #[arg(long, default_value_t = pkprof_collect::loader::DEFAULT_TAG_EXPIRE_S, value_parser = parse_delay)]
     tag_expire: f64,
     /// Have the kernel measure pkprof's own BPF run time (shown in JSON and metrics).
     #[arg(long)]

@@ -14,7 +14,16 @@ use libbpf_rs::{Link, OpenObject, PrintLevel};
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
 use crate::record::{perf, uprobes, RecordConfig};
+use crate::skel::types::pkprof_defaults as Defaults;
 use crate::skel::{CpuAccountSkel, CpuAccountSkelBuilder};
+
+/// Default capacity of the kernel's thread table (`--max-threads`; pkprof.h, as the BPF map).
+pub const DEFAULT_MAX_THREADS: u32 = Defaults::PKPROF_DEFAULT_MAX_THREADS.0;
+/// Default capacity of each chain's tag table (`--max-tags`; pkprof.h, as the BPF maps).
+pub const DEFAULT_MAX_TAGS: u32 = Defaults::PKPROF_DEFAULT_MAX_TAGS.0;
+/// Default wait of held receive work for its reader before it goes to KERNEL (`--tag-expire`,
+/// seconds; pkprof.h, as the BPF default).
+pub const DEFAULT_TAG_EXPIRE_S: f64 = Defaults::PKPROF_DEFAULT_TAG_EXPIRE_MS.0 as f64 / 1e3;
 use crate::tracefs::Tracefs;
 
 /// What to collect. Plain data: the CLI converts its arguments into this.
@@ -38,10 +47,10 @@ impl Default for CollectorOptions {
     fn default() -> Self {
         CollectorOptions {
             syscalls: false,
-            max_threads: 32768,
+            max_threads: DEFAULT_MAX_THREADS,
             bpf_stats: false,
-            max_tags: 16384,
-            tag_expire_ns: 1_000_000_000,
+            max_tags: DEFAULT_MAX_TAGS,
+            tag_expire_ns: u64::from(Defaults::PKPROF_DEFAULT_TAG_EXPIRE_MS.0) * 1_000_000,
             record: None,
         }
     }
@@ -62,8 +71,9 @@ pub struct Collector {
     pub(crate) swept_expired: (u64, u64),
 }
 
-/// Programs attached by `attach_record` rather than to tracepoints.
-const RECORD_PROGS: &[&str] = &["on_sample", "on_func_entry"];
+/// Programs attached by `attach_record` rather than to tracepoints, and the flush the reader runs
+/// (never attached).
+const RECORD_PROGS: &[&str] = &["on_sample", "on_func_entry", "flush_cpu"];
 
 /// Attaches the sampling program to a cpu-clock event on every online CPU, and the uprobes.
 fn attach_record(

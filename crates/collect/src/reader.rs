@@ -8,8 +8,8 @@
 use std::collections::HashSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use libbpf_rs::{MapCore, MapFlags};
-use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSample, NR_SOFTIRQS};
+use libbpf_rs::{MapCore, MapFlags, ProgramInput};
+use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSample};
 
 use crate::error::CollectError;
 use crate::loader::{monotonic_ns, Collector};
@@ -26,11 +26,8 @@ const READ_TRIES: u32 = 3;
 /// How long after its exit a thread's entry is kept before its final read.
 const EXIT_GRACE_NS: u64 = 100_000_000;
 
-const CTX_TASK: u8 = 0;
-const CTX_HARDIRQ: u8 = 1;
-const CTX_SOFTIRQ: u8 = 2;
-const MODE_USER: u32 = 1;
-const MODE_SYS: u32 = 2;
+/// BPF_F_TEST_RUN_ON_CPU (include/uapi/linux/bpf.h): run a test run on the CPU given.
+const TEST_RUN_ON_CPU: u32 = libbpf_rs::libbpf_sys::BPF_F_TEST_RUN_ON_CPU;
 
 pub(crate) fn comm_str(raw: &[i8]) -> String {
     let bytes: Vec<u8> = raw
@@ -88,9 +85,9 @@ impl Collector {
         loop {
             let before = self.read_cpus()?;
             (threads, finished) = self.read_threads()?;
-            // The slices still running are counted up to `now`, taken before the registers are
-            // read: every CPU was then in the state read since its last event, so an estimate
-            // never runs ahead of what the next read finds flushed (a CPU counter never drops).
+            // The slices still running are charged by the kernel up to each CPU's flush, before
+            // `now`; the registers then hold everything up to that instant.
+            self.flush_cpus();
             now = monotonic_ns();
             cpus = self.read_cpus()?;
             tries += 1;
@@ -121,7 +118,7 @@ impl Collector {
         };
         for (i, c) in cpus.iter().enumerate() {
             snap.cpus
-                .push(self.cpu_counters(i as u32, c, now, table_full, &mut threads));
+                .push(self.cpu_counters(i as u32, c, table_full, &mut threads));
             let l = &c.lost;
             snap.lost.thread_map_full += l.thread_map_full;
             snap.lost.syscall_map_full += l.syscall_map_full;
@@ -200,17 +197,33 @@ impl Collector {
             .collect()
     }
 
-    /// A CPU's totals plus its slice still running at `now`; the current thread's share (flushed
-    /// only at its next switch) is added to that thread's sample. A current thread without an
-    /// entry gets a provisional sample while the table has room (its entry is made at its
-    /// switch-out); in a full table its share goes where `charge_untracked` will put it, to the
-    /// untracked counters: a provisional row there would count the slice twice once BPF charges
-    /// it, as the row vanished (kept in the exited sums) and the untracked counter grew.
+    /// Charges each CPU's running slice up to now in the kernel (the `flush_cpu` program, run on
+    /// that CPU with its interrupts off: docs/design.md, "Registers"), so the registers read next
+    /// need no estimate of their own. A CPU that cannot run it (offline) has no running slice.
+    fn flush_cpus(&self) {
+        let prog = &self.skel.progs.flush_cpu;
+        for cpu in 0..self.cpus as u32 {
+            let input = ProgramInput {
+                cpu,
+                flags: TEST_RUN_ON_CPU,
+                ..ProgramInput::default()
+            };
+            if let Err(e) = prog.test_run(input) {
+                tracing::trace!("flush of CPU {cpu}: {e}");
+            }
+        }
+    }
+
+    /// A CPU's totals, as flushed; the current thread's pending charges (moved into its entry only
+    /// at its next switch) are added to that thread's sample. A current thread without an entry
+    /// gets a provisional sample while the table has room (its entry is made at its switch-out);
+    /// in a full table its share goes where `charge_untracked` will put it, to the untracked
+    /// counters: a provisional row there would count the slice twice once BPF charges it, as the
+    /// row vanished (kept in the exited sums) and the untracked counter grew.
     fn cpu_counters(
         &self,
         cpu: u32,
         c: &pkprof_cpu,
-        now: u64,
         table_full: bool,
         threads: &mut Vec<ThreadSample>,
     ) -> CpuCounters {
@@ -224,7 +237,7 @@ impl Collector {
             orphan_wq_ns: c.orphan_wq_ns,
             expired_ns: c.expired_ns,
             expired_tags: c.expired_tags,
-            in_flight_ns: c.tag_ns + c.wq_ns,
+            in_flight_ns: c.tag_ns + c.task_tag_ns,
             missed_ns: c.missed_ns,
             untracked_ns: c.untracked_ns,
             untracked_kernel_ns: c.untracked_kernel_ns,
@@ -232,40 +245,7 @@ impl Collector {
         if c.last_ns == 0 {
             return out; // no event on this CPU since attach
         }
-        // Counting began at attach even if the CPU's last event came while still attaching.
-        let running = now.saturating_sub(c.last_ns.max(self.attach_mono_ns));
-        let mut pending = counters(&c.pending);
-        let i = (c.depth as usize) % c.ctx.len();
-        match c.ctx[i] {
-            CTX_TASK if c.cur_tid == 0 => out.idle_ns += running,
-            CTX_TASK => {
-                out.task_ns += running;
-                pending.task_ns += running;
-                if c.wq_tid != 0 && c.wq_worker == c.cur_tid {
-                    pending.served_out_ns += running;
-                    out.in_flight_ns += running;
-                }
-                if self.options.syscalls {
-                    match c.mode {
-                        MODE_USER => pending.user_ns += running,
-                        MODE_SYS => pending.sys_ns += running,
-                        _ => pending.unsplit_ns += running,
-                    }
-                }
-            }
-            CTX_HARDIRQ => {
-                out.hardirq_ns += running;
-                pending.hardirq_ns += running;
-                self.charge_running_tag(c, running, &mut out);
-            }
-            CTX_SOFTIRQ => {
-                let v = (c.vec[i] as usize).min(NR_SOFTIRQS - 1);
-                out.softirq_ns[v] += running;
-                pending.softirq_ns[v] += running;
-                self.charge_running_tag(c, running, &mut out);
-            }
-            _ => {}
-        }
+        let pending = counters(&c.pending);
         if c.cur_tid != 0 {
             let kthread = || {
                 std::fs::read_to_string(format!("/proc/{}/stat", c.cur_tid))
@@ -302,15 +282,6 @@ impl Collector {
             }
         }
         out
-    }
-
-    /// The running interrupt slice goes where BPF will put it: the open tag, or KERNEL.
-    fn charge_running_tag(&self, c: &pkprof_cpu, running: u64, out: &mut CpuCounters) {
-        if c.tag != 0 && c.tag_depth == c.depth {
-            out.in_flight_ns += running;
-        } else {
-            out.kernel_irq_ns += running;
-        }
     }
 
     /// Sums the receive time held on sockets; expires what has waited too long for a reader

@@ -25,3 +25,8 @@ unsafe impl plain::Plain for types::pkprof_sample {}
 unsafe impl plain::Plain for types::pkprof_link {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_func_key {}
+
+// The accounting crate sizes its per-chain columns without the BPF types: keep it in step with the
+// chain list (chains/chains.h; docs/design.md, "How a chain plugs in").
+const _: () =
+    assert!(types::pkprof_chain::PKPROF_NR_CHAINS.0 as usize == pkprof_accounting::NR_CHAINS);

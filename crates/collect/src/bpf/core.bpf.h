@@ -1,19 +1,70 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The accounting core shared by every program: the per-CPU register file and its maps, the charge
- * of elapsed time to the running context, the interrupt context stack, thread entries, and the
- * served-event tag register that the attribution chains (chains/) open and close.
+ * The accounting core shared by every program (docs/design.md, "Registers" and "How a chain plugs
+ * in"): the per-CPU register file and its maps, the charge of elapsed time to the running context,
+ * the interrupt context stack, thread entries, and the tag API the attribution chains use (open,
+ * pass, merge, attribute, expire: tag_open, tag_close, task_tag_*, credit_thread, sink_link).
+ *
+ * The core names no chain. It calls each chain of PKPROF_CHAINS (chains/chains.h) through the hooks
+ * below, and each link sink of PKPROF_SINKS through <sink>_link(); a chain header includes this
+ * one and defines its hooks, maps, per-CPU state and programs.
  */
 #ifndef PKPROF_CORE_BPF_H
 #define PKPROF_CORE_BPF_H
 
-#define PF_EXITING 0x00000004
-#define PF_KTHREAD 0x00200000
-#define PF_WQ_WORKER 0x00000020
-#define NET_RX_SOFTIRQ 3
-#define BLOCK_SOFTIRQ 4
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "pkprof.h"
 
-static __always_inline void close_tag(struct pkprof_cpu *c);
+/* task_struct.flags (include/linux/sched.h; macros, so not in vmlinux.h). */
+#define PF_EXITING 0x00000004
+#define PF_WQ_WORKER 0x00000020
+#define PF_KTHREAD 0x00200000
+/* include/uapi/asm-generic/errno-base.h */
+#define EEXIST 17
+
+/*
+ * Where a closed tag's time went, for the link sinks: held stack samples of the tag's segment go
+ * to `kind` (enum pkprof_link_to): thread `tid`, the hold key (hold, to), or KERNEL.
+ */
+struct pkprof_dest {
+	__u32 kind;
+	__u32 tid;
+	__u32 hold; /* enum pkprof_hold */
+	__u64 to;
+};
+
+/*
+ * The hooks every chain defines (name: its PKPROF_CHAINS entry), called by the core at these points
+ * of the life cycle; a chain with nothing to do at one defines it empty.
+ *   name_tag_close(c, d)       a tag of this chain closes: credit c->tag_ns (to a thread, a hold of
+ *                              the chain's, or KERNEL via c->kernel_irq_ns) and say where in *d
+ *   name_tag_beneficiary(c)    the thread the open tag of this chain serves (0: none)
+ *   name_softirq_entry(c, vec) a softirq starts (interrupts off): open a tag for it if the chain's
+ *   name_switch_out(c, e, tid) thread tid (entry e, NULL without one) leaves the CPU
+ *   name_switch_in(c, next)    next takes the CPU
+ * These prototypes are the plug-in interface, made from the list; the definitions follow in the
+ * chain headers.
+ */
+#define PKPROF_CHAIN_HOOKS(name, SLOT)                                                            \
+	static __always_inline void name##_tag_close(struct pkprof_cpu *c, struct pkprof_dest *d);  \
+	static __always_inline __u32 name##_tag_beneficiary(struct pkprof_cpu *c);                  \
+	static __always_inline void name##_softirq_entry(struct pkprof_cpu *c, unsigned int vec);  \
+	static __always_inline void name##_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, \
+						      __u32 tid);                                   \
+	static __always_inline void name##_switch_in(struct pkprof_cpu *c, struct task_struct *next);
+PKPROF_CHAINS(PKPROF_CHAIN_HOOKS)
+
+/* A link sink: held samples of (from_kind, from) go to d (record/links.bpf.h: record_link). */
+#define PKPROF_SINK_HOOK(name)                                                                    \
+	static __always_inline void name##_link(struct pkprof_cpu *c, __u32 from_kind, __u64 from, \
+						const struct pkprof_dest *d);
+PKPROF_SINKS(PKPROF_SINK_HOOK)
+
+/* Set by the loader for pkprof record: the sinks want link events (and samples are held). */
+const volatile bool record_mode = false;
 
 /*
  * Programs on tracepoints that run with interrupts enabled (softirq and task context) update the
@@ -51,19 +102,26 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768); /* resized by the loader (--max-threads) */
+	__uint(max_entries, PKPROF_DEFAULT_MAX_THREADS); /* resized by the loader (--max-threads) */
 	__type(key, __u32);
 	__type(value, struct pkprof_thread);
 } threads SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, PKPROF_DEFAULT_MAX_SYSCALLS);
 	__type(key, struct pkprof_syscall_key);
 	__type(value, struct pkprof_syscall_stat);
 } syscalls SEC(".maps");
 
-/* The record types reach BTF (and so Rust) through the map definitions above. */
+/*
+ * The record types reach BTF (and so Rust) through the map definitions above; enums that are no
+ * field's type reach it through these globals.
+ */
+enum pkprof_defaults pkprof_defaults_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_chain pkprof_chain_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_ctx pkprof_ctx_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_mode pkprof_mode_btf_anchor SEC(".data.btf_anchor");
 
 static __always_inline struct pkprof_cpu *this_cpu(void)
 {
@@ -143,10 +201,11 @@ static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 		}
 		c->task_ns += d;
 		c->pending.task_ns += d;
-		if (c->wq_tid && c->cur_tid == c->wq_worker) {
-			/* A kworker running an item queued by someone else: the queuer's time. */
+		if (c->task_tag_tid && c->cur_tid == c->task_tag_worker) {
+			/* Under a task tag (a kworker running an item queued by someone else): the
+			 * beneficiary's time, credited by the tag's chain. */
 			c->pending.served_out_ns += d;
-			c->wq_ns += d;
+			c->task_tag_ns += d;
 		}
 		if (split_modes) {
 			if (c->mode == PKPROF_MODE_USER)
@@ -179,6 +238,176 @@ static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 	}
 }
 
+/*
+ * Attribute: credits work done for thread `tid` by someone else to its slot of `chain`, from any
+ * CPU. A thread whose entry is gone (exited and read for the last time) cannot be billed: returns
+ * false, and the caller puts the time where its kind of orphan goes (KERNEL, counted).
+ */
+static __always_inline bool credit_thread(__u32 tid, __u32 chain, __u64 ns, __u64 items)
+{
+	struct pkprof_thread *e = tid ? bpf_map_lookup_elem(&threads, &tid) : NULL;
+
+	if (!e || chain >= PKPROF_NR_CHAINS)
+		return false;
+	__sync_fetch_and_add(&e->served.ns[chain], ns);
+	if (items)
+		__sync_fetch_and_add(&e->served.items[chain], items);
+	return true;
+}
+
+/* Interrupt time for `tid` (0: nobody): its slot of `chain`, else KERNEL. */
+static __always_inline void credit_irq(struct pkprof_cpu *c, __u32 tid, __u32 chain, __u64 ns,
+				       __u64 items)
+{
+	if (!credit_thread(tid, chain, ns, items))
+		c->kernel_irq_ns += ns;
+}
+
+/* ---- the tag API: the served-event registers' life cycle (docs/design.md, "The tag life cycle") */
+
+/* The chain a tag kind belongs to (PKPROF_NR_CHAINS or more for none). */
+static __always_inline __u32 tag_chain(__u32 tag)
+{
+	return (tag >> PKPROF_TAG_CHAIN_SHIFT) - 1;
+}
+
+/* The open tag serves this context (the one running now). */
+static __always_inline bool tag_here(const struct pkprof_cpu *c)
+{
+	return c->tag != PKPROF_TAG_NONE && c->tag_depth == c->depth;
+}
+
+/* The open tag's segment as a hold key: (cpu << 48 | segment number). */
+static __always_inline __u64 segment_hold(const struct pkprof_cpu *c)
+{
+	return ((__u64)bpf_get_smp_processor_id() << 48) | (c->tag_seq & 0xffffffffffffULL);
+}
+
+/* Tells every link sink that held samples of (from_kind, from) go to d. */
+static __always_inline void sink_link(struct pkprof_cpu *c, __u32 from_kind, __u64 from,
+				      const struct pkprof_dest *d)
+{
+#define PKPROF_SINK_CALL(name) name##_link(c, from_kind, from, d);
+	PKPROF_SINKS(PKPROF_SINK_CALL)
+#undef PKPROF_SINK_CALL
+}
+
+/*
+ * Closes the open tag: its chain credits the time (to a thread, to a hold of its own that a later
+ * event passes on, or to KERNEL) and says where; then the sinks learn where the segment's held
+ * samples go.
+ */
+static __always_inline void tag_close(struct pkprof_cpu *c)
+{
+	struct pkprof_dest d = { .kind = PKPROF_LINK_KERNEL, .hold = PKPROF_HOLD_NONE };
+	__u32 chain = tag_chain(c->tag);
+
+	(void)chain; /* a core built without chains */
+#define PKPROF_CHAIN_CLOSE(name, SLOT)                                                            \
+	if (chain == PKPROF_CHAIN_##SLOT)                                                          \
+		name##_tag_close(c, &d);                                                           \
+	else
+	PKPROF_CHAINS(PKPROF_CHAIN_CLOSE)
+#undef PKPROF_CHAIN_CLOSE
+		c->kernel_irq_ns += c->tag_ns; /* a tag of no chain: KERNEL */
+	if (record_mode && c->tag_sampled) {
+		if (d.kind == PKPROF_LINK_THREAD && !d.tid)
+			d.kind = PKPROF_LINK_KERNEL;
+		sink_link(c, PKPROF_HOLD_SEGMENT, segment_hold(c), &d);
+	}
+	c->tag = PKPROF_TAG_NONE;
+	c->tag_ns = 0;
+	c->tag_aux = 0;
+	c->tag_sampled = 0;
+}
+
+/* Opens a tag for the interrupt context running now (task context serves itself: no tag). */
+static __always_inline void tag_open(struct pkprof_cpu *c, __u32 tag, __u64 key)
+{
+	if (!c->depth)
+		return;
+	if (c->tag != PKPROF_TAG_NONE)
+		tag_close(c);
+	c->tag_seq++;
+	c->tag = tag;
+	c->tag_key = key;
+	c->tag_depth = c->depth;
+	c->tag_ns = 0;
+}
+
+/* Task context: the current thread now runs work for thread `tid` (a work item's queuer). */
+static __always_inline void task_tag_open(struct pkprof_cpu *c, __u32 tid, __u32 worker)
+{
+	c->task_tag_tid = tid;
+	c->task_tag_worker = worker;
+	c->task_tag_ns = 0;
+}
+
+/* The task tag is open and thread `tid` is the one running its work. */
+static __always_inline bool task_tag_runs(const struct pkprof_cpu *c, __u32 tid)
+{
+	return c->task_tag_tid && c->task_tag_worker == tid;
+}
+
+static __always_inline void task_tag_close(struct pkprof_cpu *c)
+{
+	c->task_tag_tid = 0;
+	c->task_tag_ns = 0;
+}
+
+/*
+ * Who work started now is for, as a thread id (0: nobody, i.e. KERNEL): in interrupt context the
+ * open tag's beneficiary, as its chain says; under a task tag its beneficiary; in any other kernel
+ * thread nobody; else the current thread.
+ */
+static __always_inline __u32 beneficiary(struct pkprof_cpu *c)
+{
+	struct task_struct *cur;
+
+	if (c->depth) {
+		__u32 chain = tag_chain(c->tag);
+
+		(void)chain; /* a core built without chains */
+		if (!tag_here(c))
+			return 0;
+#define PKPROF_CHAIN_BENEFICIARY(name, SLOT)                                                      \
+	if (chain == PKPROF_CHAIN_##SLOT)                                                          \
+		return name##_tag_beneficiary(c);
+		PKPROF_CHAINS(PKPROF_CHAIN_BENEFICIARY)
+#undef PKPROF_CHAIN_BENEFICIARY
+		return 0;
+	}
+	if (task_tag_runs(c, c->cur_tid))
+		return c->task_tag_tid;
+	cur = bpf_get_current_task_btf();
+	if (cur->flags & PF_KTHREAD)
+		return 0;
+	return cur->pid;
+}
+
+/* A softirq starts: each chain may open a tag for it. */
+static __always_inline void chains_softirq_entry(struct pkprof_cpu *c, unsigned int vec)
+{
+#define PKPROF_CHAIN_SOFTIRQ(name, SLOT) name##_softirq_entry(c, vec);
+	PKPROF_CHAINS(PKPROF_CHAIN_SOFTIRQ)
+#undef PKPROF_CHAIN_SOFTIRQ
+}
+
+/* Thread tid (entry e, NULL without one) leaves the CPU. */
+static __always_inline void chains_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid)
+{
+#define PKPROF_CHAIN_SWITCH_OUT(name, SLOT) name##_switch_out(c, e, tid);
+	PKPROF_CHAINS(PKPROF_CHAIN_SWITCH_OUT)
+#undef PKPROF_CHAIN_SWITCH_OUT
+}
+
+static __always_inline void chains_switch_in(struct pkprof_cpu *c, struct task_struct *next)
+{
+#define PKPROF_CHAIN_SWITCH_IN(name, SLOT) name##_switch_in(c, next);
+	PKPROF_CHAINS(PKPROF_CHAIN_SWITCH_IN)
+#undef PKPROF_CHAIN_SWITCH_IN
+}
+
 static __always_inline void push_ctx(struct pkprof_cpu *c, __u8 ctx, __u8 vec)
 {
 	__u32 next = c->depth + 1;
@@ -207,7 +436,7 @@ static __always_inline void pop_ctx(struct pkprof_cpu *c, __u8 ctx)
 		return;
 	}
 	if (c->tag != PKPROF_TAG_NONE && c->tag_depth == c->depth)
-		close_tag(c);
+		tag_close(c);
 	c->depth--;
 }
 
@@ -291,33 +520,11 @@ static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, 
 		fresh.exit_ns = now;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), t->comm);
 	err = bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST: created meanwhile on another CPU */) {
+	if (err && err != -EEXIST /* created meanwhile on another CPU */) {
 		c->lost.thread_map_full++;
 		return NULL;
 	}
 	return bpf_map_lookup_elem(&threads, &tid);
-}
-
-
-/*
- * Credits work done for thread `tid` by someone else, from any CPU. A thread whose entry is gone
- * (exited and read for the last time) cannot be billed: its share goes to KERNEL and is counted.
- */
-static __always_inline void credit_thread(struct pkprof_cpu *c, __u32 tid, __u32 chain, __u64 ns,
-					  __u64 items)
-{
-	struct pkprof_thread *e = tid ? bpf_map_lookup_elem(&threads, &tid) : NULL;
-
-	if (!e || chain >= PKPROF_NR_CHAINS) {
-		if (chain == PKPROF_CHAIN_WORKQ)
-			c->orphan_wq_ns += ns;
-		else
-			c->kernel_irq_ns += ns;
-		return;
-	}
-	__sync_fetch_and_add(&e->served.ns[chain], ns);
-	if (items)
-		__sync_fetch_and_add(&e->served.items[chain], items);
 }
 
 #endif /* PKPROF_CORE_BPF_H */

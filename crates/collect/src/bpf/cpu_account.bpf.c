@@ -9,33 +9,31 @@
  * is kept per CPU in `pending` and flushed into the thread's `threads` entry at the next context
  * switch: interrupt handlers touch no hash map.
  *
- * The attribution chains (chains/: NET RX, block I/O, workqueue) tag interrupt and kworker time
- * with the thread it served; see core.bpf.h and chains/tags.bpf.h.
+ * The attribution chains (chains/chains.h lists them) tag interrupt and kworker time with the
+ * thread it served through the core's hooks; see core.bpf.h and docs/design.md, "How a chain plugs
+ * in".
  */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
-#include "pkprof.h"
-
 #include "core.bpf.h"
 #include "syscall_regs.bpf.h"
 #include "record/links.bpf.h"
-#include "chains/tags.bpf.h"
-#include "chains/net_rx.bpf.h"
-#include "chains/block_io.bpf.h"
-#include "chains/workqueue.bpf.h"
 #include "record/sample.bpf.h"
 #include "record/count.bpf.h"
 
+#include "chains/all.bpf.h"
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* SCHED_NORMAL, SCHED_BATCH, SCHED_IDLE: the classes whose slices the fair scheduler times. */
+/* Scheduling policies (include/uapi/linux/sched.h; macros, so not in vmlinux.h). */
+#define SCHED_NORMAL 0
+#define SCHED_BATCH 3
+#define SCHED_IDLE 5
+
+/* The classes whose slices the fair scheduler times. */
 static __always_inline bool is_fair(struct task_struct *t)
 {
 	__u32 policy = t->policy;
 
-	return policy == 0 || policy == 3 || policy == 5;
+	return policy == SCHED_NORMAL || policy == SCHED_BATCH || policy == SCHED_IDLE;
 }
 
 /*
@@ -114,7 +112,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		return 0;
 	charge(c, now);
 	if (c->tag != PKPROF_TAG_NONE)
-		close_tag(c);
+		tag_close(c);
 	if (c->depth || c->overflow) {
 		c->lost.ctx_reset++;
 		c->depth = 0;
@@ -132,10 +130,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		 * thread we cannot see and is counted as missed.
 		 */
 		c->lost.missed_switch++;
-		if (c->wq_tid && c->wq_worker == c->cur_tid) {
-			c->wq_tid = 0; /* the hidden thread's item: its time is inside missed_ns */
-			c->wq_ns = 0;
-		}
+		if (task_tag_runs(c, c->cur_tid))
+			task_tag_close(c); /* the hidden thread's work: its time is inside missed_ns */
 		if (prev->pid && is_fair(prev)) {
 			__u64 slice = prev->se.sum_exec_runtime - prev->se.prev_sum_exec_runtime;
 			__u64 give = slice < c->pending.task_ns ? slice : c->pending.task_ns;
@@ -166,14 +162,14 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		if (!e)
 			charge_untracked(c, prev);
 	}
-	wq_switch_out(c, e, prev->pid);
+	chains_switch_out(c, e, prev->pid);
 	/* Without an entry (table full, counted in lost) the pending charges go no further. */
 	flush_pending(c, e ? &e->acc : NULL);
 
 	c->cur_tid = next->pid;
 	c->cur_pid = next->tgid;
 	c->sum_at_in = next->se.sum_exec_runtime + 1;
-	wq_switch_in(c, next);
+	chains_switch_in(c, next);
 	c->mode = PKPROF_MODE_UNKNOWN;
 	c->sys_enter_ns = 0;
 	if (split_modes && next->pid) {
@@ -192,6 +188,28 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		c->mode = infer_mode(next);
 	}
 	return 0;
+}
+
+/*
+ * Flush: charges the time since this CPU's last event to the context running now, so that its
+ * registers are exact as of this instant (docs/design.md, "Registers"). Never attached: the reader
+ * runs it on each CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU; in the IPI on another CPU, with
+ * preemption off on its own) before it reads the registers, instead of estimating the slice still
+ * running. A CPU without an event since attach stays as it is (its time starts at its first event).
+ */
+static __always_inline int flush_cpu_body(void)
+{
+	struct pkprof_cpu *c = this_cpu();
+
+	if (c && c->last_ns)
+		charge(c, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("raw_tp")
+int flush_cpu(void *ctx)
+{
+	return WITH_IRQS_OFF(flush_cpu_body());
 }
 
 /* A hard interrupt starts / ends on this CPU (interrupts are off in these programs). */
@@ -251,10 +269,7 @@ static __always_inline int on_softirq_entry_body(unsigned int vec)
 		return 0;
 	charge(c, bpf_ktime_get_ns());
 	push_ctx(c, PKPROF_CTX_SOFTIRQ, vec < PKPROF_NR_SOFTIRQS ? vec : 0);
-	if (vec == NET_RX_SOFTIRQ)
-		open_tag(c, PKPROF_TAG_NET_SKB, 0);
-	else if (vec == BLOCK_SOFTIRQ)
-		open_tag(c, PKPROF_TAG_BLOCK, 0); /* owner: the first request it completes */
+	chains_softirq_entry(c, vec);
 	return 0;
 }
 
@@ -364,7 +379,7 @@ static __always_inline struct pkprof_syscall_stat *syscall_stat(struct pkprof_cp
 	if (s)
 		return s;
 	err = bpf_map_update_elem(&syscalls, &key, &zero, BPF_NOEXIST);
-	if (err && err != -17) {
+	if (err && err != -EEXIST) {
 		c->lost.syscall_map_full++;
 		return NULL;
 	}

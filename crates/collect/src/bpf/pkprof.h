@@ -9,13 +9,28 @@
 #ifndef PKPROF_H
 #define PKPROF_H
 
+#include "vmlinux.h"
+#include "chains/chains.h"
+
 #define PKPROF_COMM_LEN 16
 /* HI, TIMER, NET_TX, NET_RX, BLOCK, IRQ_POLL, TASKLET, SCHED, HRTIMER, RCU */
 #define PKPROF_NR_SOFTIRQS 10
 /* Context nesting kept per CPU: task -> softirq -> hard IRQ, with one spare level. */
 #define PKPROF_CTX_DEPTH 4
 
-/* What a CPU is doing right now (the "served" register of the design notes). */
+/*
+ * Default capacities, read by both the BPF maps (their max_entries before the loader resizes them)
+ * and the CLI's defaults (through the generated Rust type).
+ */
+enum pkprof_defaults {
+	PKPROF_DEFAULT_MAX_THREADS = 32768,  /* `threads` (--max-threads) */
+	PKPROF_DEFAULT_MAX_TAGS = 16384,     /* each chain's tag table (--max-tags) */
+	PKPROF_DEFAULT_MAX_TARGETS = 8192,   /* record's `targets` (--max-targets) */
+	PKPROF_DEFAULT_MAX_SYSCALLS = 16384, /* `syscalls`: (pid, syscall) pairs */
+	PKPROF_DEFAULT_TAG_EXPIRE_MS = 1000, /* held receive work expires after this (--tag-expire) */
+};
+
+/* What a CPU is doing right now (the context register, docs/design.md "Registers"). */
 enum pkprof_ctx {
 	PKPROF_CTX_TASK = 0,
 	PKPROF_CTX_HARDIRQ = 1,
@@ -23,25 +38,29 @@ enum pkprof_ctx {
 };
 
 /*
- * Served-event tags (design notes §2): which beneficiary the interrupt-context work running now
- * serves. A tag is opened by a chain's event (an skb entering the stack, a block request
- * completing) at the current interrupt depth and closed by the next such event or by the exit of
- * that context; interrupt time charged in between accumulates in the tag.
+ * Attribution chains (kernel work done for a thread by someone else), one per entry of
+ * PKPROF_CHAINS (chains/chains.h), in that order: the index of a chain's slot in
+ * pkprof_served.ns[] and items[].
+ */
+#define PKPROF_CHAIN_ENUM(name, SLOT) PKPROF_CHAIN_##SLOT,
+enum pkprof_chain {
+	PKPROF_CHAINS(PKPROF_CHAIN_ENUM)
+	PKPROF_NR_CHAINS,
+};
+#undef PKPROF_CHAIN_ENUM
+
+/*
+ * Served-event tags (docs/design.md, "The tag life cycle"): which beneficiary the interrupt-context
+ * work running now serves. A tag is opened by a chain's event (an skb entering the stack, a block
+ * request completing) at the current interrupt depth and closed by the next such event or by the
+ * exit of that context; interrupt time charged in between accumulates in the tag. Each chain
+ * numbers its own tag kinds with PKPROF_TAG(its chain, n); the core finds a tag's chain from it.
  */
 enum pkprof_tag {
 	PKPROF_TAG_NONE = 0,
-	PKPROF_TAG_NET_SKB = 1,  /* NET_RX work for an skb whose socket is not known yet */
-	PKPROF_TAG_NET_SOCK = 2, /* NET_RX work for a socket (key: struct sock address) */
-	PKPROF_TAG_BLOCK = 3,    /* block I/O completion for a request's issuer (key: tid) */
+	PKPROF_TAG_CHAIN_SHIFT = 8, /* a tag kind is (chain + 1) << 8 | the chain's own number */
 };
-
-/* Attribution chains: kernel work done for a thread by someone else. */
-enum pkprof_chain {
-	PKPROF_CHAIN_NET = 0,
-	PKPROF_CHAIN_BLOCK = 1,
-	PKPROF_CHAIN_WORKQ = 2,
-	PKPROF_NR_CHAINS = 3,
-};
+#define PKPROF_TAG(chain, n) ((((chain) + 1) << PKPROF_TAG_CHAIN_SHIFT) | (n))
 
 /* User/kernel mode of a thread, known only with the syscall tracepoints attached. */
 enum pkprof_mode {
@@ -86,7 +105,7 @@ struct pkprof_thread {
 	__u64 cgroup_id;
 	__u64 start_ns; /* first seen (ktime) */
 	__u32 kthread;  /* a kernel thread: its own time belongs to the KERNEL bucket */
-	__u32 wq_tid;   /* kworker off-CPU inside a work item: the item's beneficiary, else 0 */
+	__u32 task_tag_tid; /* off-CPU inside served work (a task tag): its beneficiary, else 0 */
 	__u64 exit_ns;  /* ktime of sched_process_exit, 0 while alive */
 	char comm[PKPROF_COMM_LEN];
 	struct pkprof_acc acc;
@@ -157,7 +176,7 @@ struct pkprof_cpu {
 	__u32 cur_tid; /* current task, 0 = idle */
 	__u32 cur_pid;
 	__u32 depth; /* index of the innermost open context in ctx/vec */
-	__u32 mode;  /* enum pkprof_mode of the current task (syscall mode) */
+	enum pkprof_mode mode; /* of the current task (syscall mode) */
 	__u32 pending_irq; /* `pending` holds interrupt time (so the flush must copy it) */
 	__u32 pad0;
 	__u8 ctx[PKPROF_CTX_DEPTH];
@@ -173,24 +192,22 @@ struct pkprof_cpu {
 	__u64 hardirq_ns;
 	__u64 softirq_ns[PKPROF_NR_SOFTIRQS];
 	__u64 switches;
-	/* Served-event register (interrupt context). */
-	__u32 tag;       /* enum pkprof_tag */
+	/* Served-event register, interrupt context: the open tag. */
+	__u32 tag;       /* enum pkprof_tag: PKPROF_TAG(chain, n), or NONE */
 	__u32 tag_depth; /* context depth the tag belongs to */
-	__u64 tag_key;
+	__u64 tag_key;   /* the chain's key (a tid, a socket, an skb) */
 	__u64 tag_ns;    /* interrupt time accumulated for the open tag */
-	__u32 tag_has_skb;
+	__u32 tag_aux;   /* the open tag's chain's own use (net_rx: the segment has its skb) */
 	__u32 tag_sampled; /* record: stack samples are held on the open tag's segment */
 	__u64 tag_seq;     /* segment number of the open tag (record's hold key, with the CPU) */
-	__u64 rx_last_skb; /* last skb this CPU handed to another CPU's backlog (netif_rx) */
-	__u64 last_sk;     /* last socket an skb was linked to on this CPU */
-	/* Work item being run by the current kworker, and its beneficiary. */
-	__u32 wq_tid;    /* beneficiary thread, 0 = none */
-	__u32 wq_worker; /* the kworker running it */
-	__u32 pad2;
-	__u64 wq_ns;     /* task time of the item not yet credited */
+	/* Served-event register, task context: the current task (task_tag_worker) runs work for
+	 * thread task_tag_tid (a kworker's work item); its task time also accumulates here. */
+	__u32 task_tag_tid;    /* beneficiary thread, 0 = none */
+	__u32 task_tag_worker; /* the thread running the work */
+	__u64 task_tag_ns;     /* task time of the work not yet credited */
 	/* Interrupt time that served no known thread: untagged, tags without owner, expired, orphans. */
 	__u64 kernel_irq_ns;
-	/* Work-item time whose beneficiary was gone when credited. */
+	/* Task-tag time (work items) whose beneficiary was gone when credited. */
 	__u64 orphan_wq_ns;
 	/* Socket time nobody read within the expiry time (also in KERNEL), and how many times. */
 	__u64 expired_ns;
@@ -216,6 +233,7 @@ struct pkprof_cpu {
 
 /* Ring buffer record kinds (first field of every record). */
 enum pkprof_event_kind {
+	PKPROF_EV_NONE = 0,
 	PKPROF_EV_SAMPLE = 1,
 	PKPROF_EV_LINK = 2,
 };
@@ -230,15 +248,20 @@ enum pkprof_sample_ctx {
 	PKPROF_SCTX_IDLE = 5,
 };
 
-#define PKPROF_SAMPLE_KTHREAD 1 /* the served thread is a kernel thread */
-#define PKPROF_SAMPLE_TARGET 2  /* the served process is in `targets` (record -- CMD / -p) */
+/* Bits of pkprof_sample.flags and pkprof_link.flags. */
+enum pkprof_sample_flags {
+	PKPROF_SAMPLE_KTHREAD = 1, /* the served thread is a kernel thread */
+	PKPROF_SAMPLE_TARGET = 2,  /* the served process is in `targets` (record -- CMD / -p) */
+};
 
-/* pkprof_sample.stack_flags: the user stack's walk stopped where the frame chain went wrong. */
-#define PKPROF_STACK_USER_TRUNCATED 1
-/* pkprof_sample.stack_flags: the copy of the user stack's bytes stopped at an unreadable page
- * (the end of the stack mapping, or a stack pointer into unmapped memory) before the window was
- * full. */
-#define PKPROF_STACK_BYTES_SHORT 2
+/* Bits of pkprof_sample.stack_flags and pkprof_sc_site.stack_flags. */
+enum pkprof_stack_flags {
+	/* The user stack's walk stopped where the frame chain went wrong. */
+	PKPROF_STACK_USER_TRUNCATED = 1,
+	/* The copy of the user stack's bytes stopped at an unreadable page (the end of the stack
+	 * mapping, or a stack pointer into unmapped memory) before the window was full. */
+	PKPROF_STACK_BYTES_SHORT = 2,
+};
 
 /*
  * User stack bytes copied after each sample, for unwinding from the binaries' unwind tables in
@@ -264,6 +287,7 @@ enum pkprof_hold {
 
 /* A held sample's next step. */
 enum pkprof_link_to {
+	PKPROF_LINK_NONE = 0,
 	PKPROF_LINK_THREAD = 1,  /* attributed: to pid/tid */
 	PKPROF_LINK_HOLD = 2,    /* passed on to another hold key (`to`) */
 	PKPROF_LINK_KERNEL = 3,  /* nobody: KERNEL */
@@ -272,7 +296,7 @@ enum pkprof_link_to {
 
 /* One stack sample (cpu-clock), labelled with the thread it served. */
 struct pkprof_sample {
-	__u32 kind; /* PKPROF_EV_SAMPLE */
+	enum pkprof_event_kind kind; /* PKPROF_EV_SAMPLE */
 	__u32 cpu;
 	__u64 time_ns;  /* ktime */
 	__u32 cur_pid;  /* current task (the victim in interrupt context) */
@@ -281,12 +305,12 @@ struct pkprof_sample {
 	__u32 tid;
 	__u64 cgroup_id; /* of the served thread */
 	__u64 hold;     /* with hold_kind != NONE: the served thread comes later (pkprof_link) */
-	__u32 hold_kind; /* enum pkprof_hold */
-	__u32 ctx;      /* enum pkprof_sample_ctx */
+	enum pkprof_hold hold_kind;
+	enum pkprof_sample_ctx ctx;
 	__u32 vec;      /* softirq vector */
-	__u32 stack_flags; /* PKPROF_STACK_* */
+	__u32 stack_flags; /* enum pkprof_stack_flags bits */
 	__s64 orig_ax;  /* task context, kernel mode: the task's saved orig_ax (syscall nr if >= 0) */
-	__u32 flags;    /* PKPROF_SAMPLE_* */
+	__u32 flags;    /* enum pkprof_sample_flags bits */
 	__s32 kstack_len; /* bytes of kstack filled, or a negative errno */
 	__s32 ustack_len; /* bytes of ustack filled, or a negative errno (0: not taken) */
 	/* Bytes of the user stack, copied from user_sp upwards, that follow the record. */
@@ -311,17 +335,17 @@ struct pkprof_sample_buf {
 
 /* The fate of held samples: `from` (a hold key) goes to a thread, another key, or KERNEL. */
 struct pkprof_link {
-	__u32 kind; /* PKPROF_EV_LINK */
-	__u32 to_kind; /* enum pkprof_link_to */
+	enum pkprof_event_kind kind; /* PKPROF_EV_LINK */
+	enum pkprof_link_to to_kind;
 	__u64 time_ns;
-	__u32 from_kind; /* enum pkprof_hold */
-	__u32 to_hold_kind; /* PKPROF_LINK_HOLD: enum pkprof_hold of `to` */
+	enum pkprof_hold from_kind;
+	enum pkprof_hold to_hold_kind; /* PKPROF_LINK_HOLD: the kind of `to` */
 	__u64 from;
 	__u64 to;   /* PKPROF_LINK_HOLD: the next hold key */
 	__u32 pid;  /* PKPROF_LINK_THREAD */
 	__u32 tid;
 	__u64 cgroup_id;
-	__u32 flags; /* PKPROF_SAMPLE_* of the thread */
+	__u32 flags; /* enum pkprof_sample_flags bits of the thread */
 	__u32 pad;
 	char comm[PKPROF_COMM_LEN];
 };
@@ -340,10 +364,14 @@ struct pkprof_func_key {
  * bits 0-15 the syscall number, bit 16 "has fd", bit 17 "has size class", bits 24-31 the size
  * class (0: size 0, k: size in [2^(k-1), 2^k)), bits 32-63 the fd (low 32 bits).
  */
-#define PKPROF_SC_NODE_FD (1ULL << 16)
-#define PKPROF_SC_NODE_SIZE (1ULL << 17)
-#define PKPROF_SC_NONE 0xffffffffffffffffULL /* `from` of a thread's first call */
-#define PKPROF_SC_MAX_NR 512                 /* syscall numbers with an argument spec */
+enum pkprof_sc_node {
+	PKPROF_SC_NODE_FD = 1 << 16,
+	PKPROF_SC_NODE_SIZE = 1 << 17,
+};
+#define PKPROF_SC_NONE 0xffffffffffffffffULL /* `from` of a thread's first call (u64::MAX) */
+enum pkprof_sc_limits {
+	PKPROF_SC_MAX_NR = 512, /* syscall numbers with an argument spec */
+};
 
 /*
  * Key of `sc_edges`: syscall `to` returned right after `from`, which returned right after `before`,
@@ -389,7 +417,7 @@ enum pkprof_sc_event_kind {
 };
 
 struct pkprof_sc_event {
-	__u32 kind; /* enum pkprof_sc_event_kind */
+	enum pkprof_sc_event_kind kind;
 	__u32 pid;
 	__u32 tid;
 	__u32 pad;
@@ -403,8 +431,8 @@ struct pkprof_sc_event {
  * (transition, stack) as the call site (docs/design.md, "User stacks").
  */
 struct pkprof_sc_site {
-	__u32 kind;        /* PKPROF_SC_SITE */
-	__u32 stack_flags; /* PKPROF_STACK_* */
+	enum pkprof_sc_event_kind kind; /* PKPROF_SC_SITE */
+	__u32 stack_flags; /* enum pkprof_stack_flags bits */
 	struct pkprof_sc_edge_key edge;
 	__u64 user_ip;
 	__u64 user_sp;

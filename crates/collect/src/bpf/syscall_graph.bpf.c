@@ -139,6 +139,9 @@ struct {
 struct pkprof_sc_event pkprof_sc_event_btf_anchor SEC(".data.btf_anchor");
 struct pkprof_sc_site pkprof_sc_site_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_sc_event_kind pkprof_sc_event_kind_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_stack_flags pkprof_stack_flags_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_sc_node pkprof_sc_node_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_sc_limits pkprof_sc_limits_btf_anchor SEC(".data.btf_anchor");
 
 static __always_inline struct pkprof_sc_lost *lost(void)
 {

@@ -9,6 +9,9 @@
 #ifndef PKPROF_SYSCALL_REGS_BPF_H
 #define PKPROF_SYSCALL_REGS_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
 const volatile __u32 rt_sigreturn_nr = 0xffff;
 const volatile __u32 execve_nr = 0xffff;
 const volatile __u32 execveat_nr = 0xffff;

@@ -9,6 +9,8 @@
 #ifndef PKPROF_USER_STACK_BPF_H
 #define PKPROF_USER_STACK_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
 #include "pkprof.h"
 
 /*

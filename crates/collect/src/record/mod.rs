@@ -12,11 +12,14 @@ use libbpf_rs::{MapCore, MapFlags};
 use crate::error::CollectError;
 use crate::loader::Collector;
 use crate::map_walk;
-use crate::skel::types::{pkprof_func_key, pkprof_stack_bytes as StackBytes, pkprof_syscall_key};
+use crate::skel::types::{
+    pkprof_defaults as Defaults, pkprof_func_key, pkprof_stack_bytes as StackBytes,
+    pkprof_syscall_key,
+};
 
-/// Default capacity of the kernel's target set (`record --max-targets`): target processes alive
-/// at the same time (they leave it when they are reaped).
-pub const DEFAULT_MAX_TARGETS: u32 = 8192;
+/// Default capacity of the kernel's target set (`record --max-targets`; pkprof.h): target
+/// processes alive at the same time (they leave it when they are reaped).
+pub const DEFAULT_MAX_TARGETS: u32 = Defaults::PKPROF_DEFAULT_MAX_TARGETS.0;
 
 /// Default bytes of user stack copied per sample (`record --stack-bytes`), and the most that can
 /// be asked for (pkprof.h).

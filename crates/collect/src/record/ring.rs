@@ -10,22 +10,18 @@ use pkprof_attribution::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Serv
 use crate::error::CollectError;
 use crate::loader::Collector;
 use crate::reader::comm_str;
-use crate::skel::types::{pkprof_link, pkprof_sample};
+use crate::skel::types::{
+    pkprof_event_kind as Kind, pkprof_hold as Hold, pkprof_link, pkprof_link_to as LinkTo,
+    pkprof_sample, pkprof_sample_ctx as Ctx, pkprof_sample_flags as Flags,
+    pkprof_stack_flags as StackFlags,
+};
 
-const EV_SAMPLE: u32 = 1;
-const EV_LINK: u32 = 2;
-const SCTX_USER: u32 = 0;
-const SCTX_KERNEL: u32 = 1;
-const SCTX_KWORKER: u32 = 2;
-const SCTX_HARDIRQ: u32 = 3;
-const SCTX_SOFTIRQ: u32 = 4;
-const FLAG_KTHREAD: u32 = 1;
-const FLAG_TARGET: u32 = 2;
-const STACK_USER_TRUNCATED: u32 = 1;
-const STACK_BYTES_SHORT: u32 = 2;
-const LINK_THREAD: u32 = 1;
-const LINK_HOLD: u32 = 2;
-const LINK_EXPIRED: u32 = 4;
+const EV_SAMPLE: u32 = Kind::PKPROF_EV_SAMPLE.0;
+const EV_LINK: u32 = Kind::PKPROF_EV_LINK.0;
+const FLAG_KTHREAD: u32 = Flags::PKPROF_SAMPLE_KTHREAD.0;
+const FLAG_TARGET: u32 = Flags::PKPROF_SAMPLE_TARGET.0;
+const STACK_USER_TRUNCATED: u32 = StackFlags::PKPROF_STACK_USER_TRUNCATED.0;
+const STACK_BYTES_SHORT: u32 = StackFlags::PKPROF_STACK_BYTES_SHORT.0;
 
 /// One decoded ring buffer record.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,8 +32,8 @@ pub enum RecordEvent {
 
 /// One u64 for a hold key (kind, value): the kind in the top byte. Values are kernel addresses
 /// (top byte all ones) or segment numbers (< 2^56), so the low 56 bits keep them apart.
-fn hold_key(kind: u32, value: u64) -> u64 {
-    ((kind as u64) << 56) | (value & 0x00ff_ffff_ffff_ffff)
+fn hold_key(kind: Hold, value: u64) -> u64 {
+    ((kind.0 as u64) << 56) | (value & 0x00ff_ffff_ffff_ffff)
 }
 
 /// Addresses of a stack the kernel filled `len` bytes of (negative: an error).
@@ -64,14 +60,14 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
         EV_SAMPLE => {
             let s = plain::from_bytes::<pkprof_sample>(bytes).ok()?;
             let context = match s.ctx {
-                SCTX_USER => SampleContext::User,
-                SCTX_KERNEL => SampleContext::Kernel,
-                SCTX_KWORKER => SampleContext::Kworker,
-                SCTX_HARDIRQ => SampleContext::HardIrq,
-                SCTX_SOFTIRQ => SampleContext::SoftIrq(s.vec as u8),
+                Ctx::PKPROF_SCTX_USER => SampleContext::User,
+                Ctx::PKPROF_SCTX_KERNEL => SampleContext::Kernel,
+                Ctx::PKPROF_SCTX_KWORKER => SampleContext::Kworker,
+                Ctx::PKPROF_SCTX_HARDIRQ => SampleContext::HardIrq,
+                Ctx::PKPROF_SCTX_SOFTIRQ => SampleContext::SoftIrq(s.vec as u8),
                 _ => SampleContext::Idle,
             };
-            let hold = if s.hold_kind == 0 {
+            let hold = if s.hold_kind == Hold::PKPROF_HOLD_NONE {
                 0
             } else {
                 hold_key(s.hold_kind, s.hold)
@@ -109,11 +105,11 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
         EV_LINK => {
             let l = plain::from_bytes::<pkprof_link>(bytes).ok()?;
             let to = match l.to_kind {
-                LINK_THREAD => {
+                LinkTo::PKPROF_LINK_THREAD => {
                     LinkTarget::Thread(served(l.pid, l.tid, l.cgroup_id, l.flags, &l.comm))
                 }
-                LINK_HOLD => LinkTarget::Hold(hold_key(l.to_hold_kind, l.to)),
-                LINK_EXPIRED => LinkTarget::Expired,
+                LinkTo::PKPROF_LINK_HOLD => LinkTarget::Hold(hold_key(l.to_hold_kind, l.to)),
+                LinkTo::PKPROF_LINK_EXPIRED => LinkTarget::Expired,
                 _ => LinkTarget::Kernel,
             };
             Some(RecordEvent::Link(LinkEvent {

@@ -23,17 +23,18 @@ use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
 use skel::types::{
     pkprof_sc_comm, pkprof_sc_edge, pkprof_sc_edge_key, pkprof_sc_event, pkprof_sc_event_kind,
-    pkprof_sc_lost, pkprof_sc_site,
+    pkprof_sc_lost, pkprof_sc_node, pkprof_sc_site, pkprof_stack_flags,
 };
 use skel::{SyscallGraphSkel, SyscallGraphSkelBuilder};
 
-const NODE_FD: u64 = 1 << 16;
-const NODE_SIZE: u64 = 1 << 17;
+const NODE_FD: u64 = pkprof_sc_node::PKPROF_SC_NODE_FD.0 as u64;
+const NODE_SIZE: u64 = pkprof_sc_node::PKPROF_SC_NODE_SIZE.0 as u64;
+/// PKPROF_SC_NONE: all ones (a 64-bit value, so a define rather than an enum in pkprof.h).
 const NODE_NONE: u64 = u64::MAX;
-const EVENT_EXEC: u32 = pkprof_sc_event_kind::PKPROF_SC_EXEC.0;
-const EVENT_SITE: u32 = pkprof_sc_event_kind::PKPROF_SC_SITE.0;
-const STACK_USER_TRUNCATED: u32 = 1; // PKPROF_STACK_USER_TRUNCATED
-const STACK_BYTES_SHORT: u32 = 2; // PKPROF_STACK_BYTES_SHORT
+const EVENT_EXEC: pkprof_sc_event_kind = pkprof_sc_event_kind::PKPROF_SC_EXEC;
+const EVENT_SITE: pkprof_sc_event_kind = pkprof_sc_event_kind::PKPROF_SC_SITE;
+const STACK_USER_TRUNCATED: u32 = pkprof_stack_flags::PKPROF_STACK_USER_TRUNCATED.0;
+const STACK_BYTES_SHORT: u32 = pkprof_stack_flags::PKPROF_STACK_BYTES_SHORT.0;
 
 /// How `pkprof syscalls` collects.
 #[derive(Clone, Debug)]
@@ -409,7 +410,7 @@ impl SyscallTracer {
 /// Decodes one record of `sc_events`; None for a record of unknown kind or size.
 fn decode(bytes: &[u8]) -> Option<TraceEvent> {
     let kind = u32::from_ne_bytes(bytes.get(..4)?.try_into().ok()?);
-    if kind != EVENT_SITE {
+    if kind != EVENT_SITE.0 {
         let ev = plain::from_bytes::<pkprof_sc_event>(bytes).ok()?;
         return Some(match ev.kind {
             EVENT_EXEC => TraceEvent::Exec { pid: ev.pid },

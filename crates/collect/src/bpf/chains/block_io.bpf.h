@@ -9,9 +9,14 @@
 #ifndef PKPROF_BLOCK_IO_BPF_H
 #define PKPROF_BLOCK_IO_BPF_H
 
+#include "core.bpf.h"
+
+/* This chain's tag kind: completion work for a request's issuer (key: tid; 0 until known). */
+#define BLOCK_IO_TAG PKPROF_TAG(PKPROF_CHAIN_BLOCK, 1)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384); /* resized by the loader */
+	__uint(max_entries, PKPROF_DEFAULT_MAX_TAGS); /* resized by the loader (--max-tags) */
 	__type(key, __u64);
 	__type(value, struct pkprof_owner);
 } reqs SEC(".maps");
@@ -54,12 +59,12 @@ static __always_inline int on_block_rq_complete_body(struct request *rq, blk_sta
 	if (!c->depth)
 		return 0; /* completed in the task's own context: its own time */
 	charge(c, bpf_ktime_get_ns());
-	if (c->tag == PKPROF_TAG_BLOCK && c->tag_depth == c->depth && !c->tag_key) {
+	if (c->tag == BLOCK_IO_TAG && c->tag_depth == c->depth && !c->tag_key) {
 		/* The softirq's first request: it also owns the work done before this event. */
 		c->tag_key = tid;
 		return 0;
 	}
-	open_tag(c, PKPROF_TAG_BLOCK, tid);
+	tag_open(c, BLOCK_IO_TAG, tid);
 	return 0;
 }
 
@@ -67,6 +72,35 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	return WITH_IRQS_OFF(on_block_rq_complete_body(rq, error, nr_bytes));
+}
+
+/* ---- the chain's hooks (core.bpf.h, PKPROF_CHAIN_HOOKS) ---- */
+
+static __always_inline void block_io_tag_close(struct pkprof_cpu *c, struct pkprof_dest *d)
+{
+	credit_irq(c, (__u32)c->tag_key, PKPROF_CHAIN_BLOCK, c->tag_ns, 1);
+	d->kind = PKPROF_LINK_THREAD;
+	d->tid = (__u32)c->tag_key;
+}
+
+/* Work started by completion work (a work item it queues, a request it issues) is the issuer's. */
+static __always_inline __u32 block_io_tag_beneficiary(struct pkprof_cpu *c)
+{
+	return (__u32)c->tag_key;
+}
+
+static __always_inline void block_io_softirq_entry(struct pkprof_cpu *c, unsigned int vec)
+{
+	if (vec == BLOCK_SOFTIRQ)
+		tag_open(c, BLOCK_IO_TAG, 0); /* owner: the first request it completes */
+}
+
+static __always_inline void block_io_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid)
+{
+}
+
+static __always_inline void block_io_switch_in(struct pkprof_cpu *c, struct task_struct *next)
+{
 }
 
 #endif /* PKPROF_BLOCK_IO_BPF_H */

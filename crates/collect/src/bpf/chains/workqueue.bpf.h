@@ -2,15 +2,18 @@
 /*
  * Workqueue chain: a kworker's execution of a work item billed to the thread that queued it
  * (keyed by the work_struct address). Items queued in interrupt context inherit the open block
- * tag's owner; items queued by an attributed item inherit its owner. While a kworker sleeps inside
- * an item, the item's owner is saved in the kworker's thread entry and restored when it runs again.
+ * tag's owner; items queued by an attributed item inherit its owner. A running item is the core's
+ * task tag (its time is charged there); while a kworker sleeps inside an item, the item's owner is
+ * parked in the kworker's thread entry and restored when it runs again.
  */
 #ifndef PKPROF_WORKQUEUE_BPF_H
 #define PKPROF_WORKQUEUE_BPF_H
 
+#include "core.bpf.h"
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384); /* resized by the loader */
+	__uint(max_entries, PKPROF_DEFAULT_MAX_TAGS); /* resized by the loader (--max-tags) */
 	__type(key, __u64);
 	__type(value, struct pkprof_owner);
 } works SEC(".maps");
@@ -53,9 +56,7 @@ static __always_inline int on_workqueue_execute_start_body(struct work_struct *w
 	tid = o->tid;
 	bpf_map_delete_elem(&works, &key);
 	charge(c, bpf_ktime_get_ns());
-	c->wq_tid = tid;
-	c->wq_worker = c->cur_tid;
-	c->wq_ns = 0;
+	task_tag_open(c, tid, c->cur_tid);
 	return 0;
 }
 
@@ -65,16 +66,22 @@ int BPF_PROG(on_workqueue_execute_start, struct work_struct *work)
 	return WITH_IRQS_OFF(on_workqueue_execute_start_body(work));
 }
 
+/* The item's time so far goes to its owner (`items`: the item ends), or orphaned if gone. */
+static __always_inline void workqueue_credit(struct pkprof_cpu *c, __u64 items)
+{
+	if (!credit_thread(c->task_tag_tid, PKPROF_CHAIN_WORKQ, c->task_tag_ns, items))
+		c->orphan_wq_ns += c->task_tag_ns;
+}
+
 static __always_inline int on_workqueue_execute_end_body(struct work_struct *work, work_func_t function)
 {
 	struct pkprof_cpu *c = this_cpu();
 
-	if (!c || !c->wq_tid || c->wq_worker != c->cur_tid)
+	if (!c || !task_tag_runs(c, c->cur_tid))
 		return 0;
 	charge(c, bpf_ktime_get_ns());
-	credit_thread(c, c->wq_tid, PKPROF_CHAIN_WORKQ, c->wq_ns, 1);
-	c->wq_tid = 0;
-	c->wq_ns = 0;
+	workqueue_credit(c, 1);
+	task_tag_close(c);
 	return 0;
 }
 
@@ -84,20 +91,37 @@ int BPF_PROG(on_workqueue_execute_end, struct work_struct *work, work_func_t fun
 	return WITH_IRQS_OFF(on_workqueue_execute_end_body(work, function));
 }
 
-/* At a context switch: credit a kworker's item time so far and park the item's owner. */
-static __always_inline void wq_switch_out(struct pkprof_cpu *c, struct pkprof_thread *prev_entry, __u32 prev_tid)
+/* ---- the chain's hooks (core.bpf.h, PKPROF_CHAIN_HOOKS) ---- */
+
+/* The chain opens no interrupt tag. */
+static __always_inline void workqueue_tag_close(struct pkprof_cpu *c, struct pkprof_dest *d)
 {
-	if (!c->wq_tid || c->wq_worker != prev_tid)
+	c->kernel_irq_ns += c->tag_ns;
+}
+
+static __always_inline __u32 workqueue_tag_beneficiary(struct pkprof_cpu *c)
+{
+	return 0;
+}
+
+static __always_inline void workqueue_softirq_entry(struct pkprof_cpu *c, unsigned int vec)
+{
+}
+
+/* At a context switch: credit a kworker's item time so far and park the item's owner. */
+static __always_inline void workqueue_switch_out(struct pkprof_cpu *c, struct pkprof_thread *prev_entry,
+						 __u32 prev_tid)
+{
+	if (!task_tag_runs(c, prev_tid))
 		return;
-	credit_thread(c, c->wq_tid, PKPROF_CHAIN_WORKQ, c->wq_ns, 0);
+	workqueue_credit(c, 0);
 	if (prev_entry)
-		prev_entry->wq_tid = c->wq_tid;
-	c->wq_tid = 0;
-	c->wq_ns = 0;
+		prev_entry->task_tag_tid = c->task_tag_tid;
+	task_tag_close(c);
 }
 
 /* A kworker resuming inside an item gets its owner back. */
-static __always_inline void wq_switch_in(struct pkprof_cpu *c, struct task_struct *next)
+static __always_inline void workqueue_switch_in(struct pkprof_cpu *c, struct task_struct *next)
 {
 	__u32 tid = next->pid;
 	struct pkprof_thread *e;
@@ -105,12 +129,10 @@ static __always_inline void wq_switch_in(struct pkprof_cpu *c, struct task_struc
 	if (!(next->flags & PF_WQ_WORKER))
 		return;
 	e = bpf_map_lookup_elem(&threads, &tid);
-	if (!e || !e->wq_tid)
+	if (!e || !e->task_tag_tid)
 		return;
-	c->wq_tid = e->wq_tid;
-	c->wq_worker = tid;
-	c->wq_ns = 0;
-	e->wq_tid = 0;
+	task_tag_open(c, e->task_tag_tid, tid);
+	e->task_tag_tid = 0;
 }
 
 #endif /* PKPROF_WORKQUEUE_BPF_H */

@@ -7,6 +7,10 @@
 #ifndef PKPROF_RECORD_COUNT_BPF_H
 #define PKPROF_RECORD_COUNT_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "pkprof.h"
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);

@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * pkprof record: the ring buffer every record event goes through, the target set, and the link
- * events that carry held stack samples along the served-event tag life cycle (design notes §2):
- * a sample taken under a tag is held on the tag's segment; when the segment closes, a link says
- * where its work went (a thread, a socket, an skb handed to another CPU, or KERNEL); a socket
- * held on is linked to the thread that reads it. Links are emitted only for tags, sockets and
- * skbs that hold samples, so the per-packet cost without samples is one branch.
+ * events that carry held stack samples along the served-event tag life cycle (docs/design.md,
+ * "The tag life cycle"): a sample taken under a tag is held on the tag's segment; when the segment
+ * closes, a link says where its work went (a thread, a socket, an skb handed to another CPU, or
+ * KERNEL); a socket held on is linked to the thread that reads it. Links are emitted only for tags,
+ * sockets and skbs that hold samples (core.bpf.h's record_mode and the `sampled` flags), so the
+ * per-packet cost without samples is one branch. This header is the core's `record` link sink
+ * (PKPROF_SINKS, chains/chains.h): the core calls record_link(), never the other way round.
  */
 #ifndef PKPROF_RECORD_LINKS_BPF_H
 #define PKPROF_RECORD_LINKS_BPF_H
 
-/* Set by the loader for pkprof record. */
-const volatile bool record_mode = false;
+#include "core.bpf.h"
+
 /* record -- CMD: children of a target process become targets at fork. */
 const volatile bool follow_children = false;
 
@@ -49,7 +51,8 @@ static __always_inline __u64 submit_flags(bool urgent)
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1); /* set by the loader (--max-targets) */
+	/* Set by the loader when recording (--max-targets, default PKPROF_DEFAULT_MAX_TARGETS). */
+	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u8);
 } targets SEC(".maps");
@@ -58,6 +61,12 @@ struct {
 struct pkprof_sample pkprof_sample_btf_anchor SEC(".data.btf_anchor");
 struct pkprof_link pkprof_link_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_stack_bytes pkprof_stack_bytes_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_event_kind pkprof_event_kind_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_sample_ctx pkprof_sample_ctx_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_sample_flags pkprof_sample_flags_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_stack_flags pkprof_stack_flags_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_hold pkprof_hold_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_link_to pkprof_link_to_btf_anchor SEC(".data.btf_anchor");
 
 static __always_inline __u32 target_flag(__u32 pid)
 {
@@ -113,19 +122,15 @@ int BPF_PROG(on_target_free, struct task_struct *p)
 	return 0;
 }
 
-static __always_inline __u64 segment_hold(struct pkprof_cpu *c)
-{
-	return ((__u64)bpf_get_smp_processor_id() << 48) | (c->tag_seq & 0xffffffffffffULL);
-}
-
 /*
- * Emits "held samples of (from_kind, from) go to `to_kind`": the hold key (to_hold, to), or
- * thread `tid`.
+ * The sink hook: emits "held samples of (from_kind, from) go to d->kind": the hold key
+ * (d->hold, d->to), or thread d->tid.
  */
-static __always_inline void emit_link(struct pkprof_cpu *c, __u32 from_kind, __u64 from,
-				      __u32 to_kind, __u32 to_hold, __u64 to, __u32 tid)
+static __always_inline void record_link(struct pkprof_cpu *c, __u32 from_kind, __u64 from,
+					const struct pkprof_dest *d)
 {
 	struct pkprof_link *l = bpf_ringbuf_reserve(&events, sizeof(*l), 0);
+	__u32 to_kind = d->kind, tid = d->tid;
 	struct pkprof_thread *e;
 
 	if (!l) {
@@ -137,8 +142,8 @@ static __always_inline void emit_link(struct pkprof_cpu *c, __u32 from_kind, __u
 	l->time_ns = bpf_ktime_get_ns();
 	l->from_kind = from_kind;
 	l->from = from;
-	l->to_hold_kind = to_hold;
-	l->to = to;
+	l->to_hold_kind = d->hold;
+	l->to = d->to;
 	l->pid = 0;
 	l->tid = tid;
 	l->cgroup_id = 0;
@@ -155,12 +160,6 @@ static __always_inline void emit_link(struct pkprof_cpu *c, __u32 from_kind, __u
 		l->to_kind = PKPROF_LINK_KERNEL; /* a beneficiary already gone */
 	}
 	bpf_ringbuf_submit(l, submit_flags(false));
-}
-
-/* The current thread reads socket sk: samples held on it are its. */
-static __always_inline void link_sock_to_current(struct pkprof_cpu *c, __u64 sk)
-{
-	emit_link(c, PKPROF_HOLD_SOCK, sk, PKPROF_LINK_THREAD, PKPROF_HOLD_NONE, 0, c->cur_tid);
 }
 
 #endif /* PKPROF_RECORD_LINKS_BPF_H */

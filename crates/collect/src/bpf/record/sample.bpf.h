@@ -3,13 +3,15 @@
  * pkprof record: the cpu-clock sampling program. Each sample carries the kernel stack (the kernel's
  * walk) and the user stack (our frame-pointer walk, user_stack.bpf.h, and a copy of its bytes), the current task, and the thread the interrupted work served, read from
  * the accounting core's per-CPU registers: the current thread in task context, the queuer of the
- * work item a kworker runs, or, under a served-event tag (NET_RX, BLOCK), a hold key resolved later
+ * work item a kworker runs (the task tag), or, under a served-event tag, a hold key resolved later
  * by link events (links.bpf.h). The sample runs inside the timer interrupt that local_timer_entry
  * already pushed on the context stack: the interrupted context is the one below it.
  */
 #ifndef PKPROF_RECORD_SAMPLE_BPF_H
 #define PKPROF_RECORD_SAMPLE_BPF_H
 
+#include "core.bpf.h"
+#include "record/links.bpf.h"
 #include "user_stack.bpf.h"
 
 /* The local timer tracepoints are attached: the sampling interrupt itself is on the ctx stack. */
@@ -92,9 +94,9 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 		/* Task context: the current thread, or the queuer of the item a kworker runs. */
 		if (!cur->pid) {
 			s->ctx = PKPROF_SCTX_IDLE;
-		} else if (c->wq_tid && c->wq_worker == (__u32)cur->pid) {
+		} else if (task_tag_runs(c, (__u32)cur->pid)) {
 			s->ctx = PKPROF_SCTX_KWORKER;
-			label_thread(s, c->wq_tid);
+			label_thread(s, c->task_tag_tid);
 		} else {
 			s->ctx = user ? PKPROF_SCTX_USER : PKPROF_SCTX_KERNEL;
 			label_thread(s, cur->pid);
