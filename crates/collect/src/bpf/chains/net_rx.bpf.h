@@ -298,9 +298,10 @@ static __always_inline int on_sock_recv_length_body(struct sock *sk, int ret, in
 
 /*
  * In task context net_consume writes, of this CPU's registers, only pending.served_net_*, which no
- * interrupt-context program touches (they are flushed at the context switch), and the socket's
- * entry with atomics: interrupts can stay on (saving two kfunc calls, ~40 ns a run). Except for
- * record, whose link event counts a full ring in a per-CPU counter that interrupt programs bump.
+ * interrupt-context program touches (their only other writer is flush_pending at the context
+ * switch; flush_cpu only charges), and the socket's entry with atomics: interrupts can stay on
+ * (saving two kfunc calls, ~40 ns a run). Except for record, whose link event counts a full ring
+ * in a per-CPU counter that interrupt programs bump.
  */
 #define NET_CONSUME_IRQS(call) (record_mode ? WITH_IRQS_OFF(call) : (call))
 
