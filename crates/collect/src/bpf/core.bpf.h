@@ -24,6 +24,8 @@
 #define PF_KTHREAD 0x00200000
 /* include/uapi/asm-generic/errno-base.h */
 #define EEXIST 17
+/* include/linux/err.h: a syscall's return in [-MAX_ERRNO, -1] is an error. */
+#define MAX_ERRNO 4095
 
 /*
  * Where a closed tag's time went, for the link sinks: held stack samples of the tag's segment go

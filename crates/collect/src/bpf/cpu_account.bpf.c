@@ -469,7 +469,7 @@ static __always_inline int on_sys_exit_body(struct pt_regs *regs, long ret)
 		__sync_fetch_and_add(&s->count, 1);
 		if (c->sys_enter_ns && c->sys_nr == nr)
 			__sync_fetch_and_add(&s->total_ns, now - c->sys_enter_ns);
-		if (ret < 0 && ret >= -4095)
+		if (ret < 0 && ret >= -MAX_ERRNO)
 			__sync_fetch_and_add(&s->errors, 1);
 	}
 	c->sys_enter_ns = 0;
