@@ -6,7 +6,8 @@ set -euo pipefail
 need_root() { [ "$(id -u)" = 0 ] || { echo "setup: run as root (apt-get and BPF need it)" >&2; exit 1; }; }
 need_root
 
-apt_pkgs=(clang llvm bpftool libelf-dev zlib1g-dev pkg-config make gcc iproute2 linux-perf prometheus tmux curl strace graphviz tar xz-utils)
+# bpftrace and libbpf-dev: the peer and the floor loader of bench/core.sh.
+apt_pkgs=(clang llvm bpftool libbpf-dev bpftrace libelf-dev zlib1g-dev pkg-config make gcc iproute2 linux-perf prometheus tmux curl strace graphviz tar xz-utils)
 # The man pages are checked with man -l, the zsh and fish completions by those shells.
 apt_pkgs+=(man-db zsh fish)
 missing=()
