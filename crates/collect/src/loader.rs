@@ -17,6 +17,7 @@ use crate::record::{perf, uprobes, RecordConfig};
 use crate::skel::types::pkprof_defaults as Defaults;
 use crate::skel::{CpuAccountSkel, CpuAccountSkelBuilder};
 use crate::skeleton::{self, AttachPlan};
+use crate::tracefs::Tracefs;
 
 /// Default capacity of the kernel's thread table (`--max-threads`; pkprof.h, as the BPF map).
 pub const DEFAULT_MAX_THREADS: u32 = Defaults::PKPROF_DEFAULT_MAX_THREADS.0;
@@ -25,7 +26,6 @@ pub const DEFAULT_MAX_TAGS: u32 = Defaults::PKPROF_DEFAULT_MAX_TAGS.0;
 /// Default wait of held receive work for its reader before it goes to KERNEL (`--tag-expire`,
 /// seconds; pkprof.h, as the BPF default).
 pub const DEFAULT_TAG_EXPIRE_S: f64 = Defaults::PKPROF_DEFAULT_TAG_EXPIRE_MS.0 as f64 / 1e3;
-use crate::tracefs::Tracefs;
 
 /// What to collect. Plain data: the CLI converts its arguments into this.
 #[derive(Clone, Debug)]
@@ -70,6 +70,8 @@ pub struct Collector {
     pub(crate) cpus: usize,
     /// Socket time expired by the user-space sweep, cumulative (ns, count).
     pub(crate) swept_expired: (u64, u64),
+    /// A failed kernel flush of a CPU was reported (reader.rs: once).
+    pub(crate) flush_warned: bool,
     /// The chains running, and those a missing tracepoint turned off.
     pub(crate) chains: Vec<&'static Chain>,
     chains_off: Vec<ChainOff>,
@@ -235,6 +237,7 @@ impl Collector {
             tracefs,
             cpus,
             swept_expired: (0, 0),
+            flush_warned: false,
             chains,
             chains_off,
         })

@@ -18,7 +18,7 @@ use crate::loader::Collector;
 use crate::map_walk;
 use crate::progstats;
 use crate::skel::types::{
-    pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
+    pkprof_acc, pkprof_chain, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
 };
 
 /// Reads of the thread table tried for one without a context switch during it.
@@ -40,6 +40,12 @@ pub(crate) fn comm_str(raw: &[i8]) -> String {
 }
 
 fn counters(a: &pkprof_acc) -> Counters {
+    // The network chain's receive time claimed by its reader, pending in the thread's entry.
+    let net = pkprof_chain::PKPROF_CHAIN_NET.0 as usize;
+    let mut served_ns = [0; pkprof_accounting::NR_CHAINS];
+    let mut served_items = [0; pkprof_accounting::NR_CHAINS];
+    served_ns[net] = a.served_net_ns;
+    served_items[net] = a.served_net_items;
     Counters {
         task_ns: a.task_ns,
         hardirq_ns: a.hardirq_ns,
@@ -51,8 +57,8 @@ fn counters(a: &pkprof_acc) -> Counters {
         faults: a.faults,
         switches: a.switches,
         served_out_ns: a.served_out_ns,
-        served_ns: [a.served_net_ns, 0, 0],
-        served_items: [a.served_net_items, 0, 0],
+        served_ns,
+        served_items,
         ..Counters::default()
     }
 }
@@ -198,7 +204,7 @@ impl Collector {
     /// Charges each CPU's running slice up to now in the kernel (the `flush_cpu` program, run on
     /// that CPU with its interrupts off: docs/design.md, "Registers"), so the registers read next
     /// need no estimate of their own. A CPU that cannot run it (offline) has no running slice.
-    fn flush_cpus(&self) {
+    fn flush_cpus(&mut self) {
         let prog = &self.skel.progs.flush_cpu;
         for cpu in 0..self.cpus as u32 {
             let input = ProgramInput {
@@ -207,7 +213,15 @@ impl Collector {
                 ..ProgramInput::default()
             };
             if let Err(e) = prog.test_run(input) {
-                tracing::trace!("flush of CPU {cpu}: {e}");
+                // That CPU's running slice is then left out of this read (it shows at the CPU's
+                // next event): say so once.
+                if !self.flush_warned {
+                    self.flush_warned = true;
+                    tracing::warn!(
+                        "cannot flush CPU {cpu} in the kernel ({e}): a CPU's running slice shows \
+                         only at its next event"
+                    );
+                }
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The profile's types: metadata, frames, stacks, labelled sample groups and exact counts.
 //!
-//! Frames are shared by every process that runs the same code; the `PIDu:` / `PIDk:` labels of the
-//! design notes are applied by reports from the sample's served `pid`, not stored in the frame.
+//! Frames are shared by every process that runs the same code; the `PIDu:` / `PIDk:` labels of
+//! docs/design.md ("Frame names") are applied by reports from the sample's served `pid`, not stored in the frame.
 
 /// Index into [`Profile::frames`].
 pub type FrameId = u32;

@@ -1,5 +1,5 @@
 //! How frames are named in every report: `PIDu:func` / `PIDk:func` for a profiled process (the
-//! seamless-profile naming of the design notes), `OTHERu:` / `OTHERk:` for processes not profiled,
+//! seamless-profile naming of docs/design.md, "Frame names"), `OTHERu:` / `OTHERk:` for processes not profiled,
 //! `KERNEL:` and `IDLE:` for the buckets without a process; or the plain function name.
 
 use pkprof_profile::{Bucket, Context, Frame, FrameKind};

@@ -156,7 +156,13 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     .run(|| stop.check())?;
     let end_unix = meta::unix_ns();
     let record_lost = collector.record_lost()?;
-    let func_reads = collector.func_counts()?;
+    // A failed read of the call counts must not throw the recording away: said, and left out.
+    let func_reads = collector.func_counts().unwrap_or_else(|e| {
+        if !opts.probes.is_empty() {
+            eprintln!("pkprof: cannot read the exact call counts ({e}); the profile has none");
+        }
+        Vec::new()
+    });
     let frame = recorded.last_frame.clone().unwrap_or_default();
     let cpu_recording = own_cpu_ns().saturating_sub(cpu_before);
     let bpf_stats = collector.bpf_stats_enabled();
