@@ -88,6 +88,7 @@ pub fn machine_key() -> CalibrationKey {
 fn nix_uname_release() -> Option<String> {
     // SAFETY: utsname is plain data, all-zero is valid; uname fills it.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a valid utsname for uname to fill.
     if unsafe { libc::uname(&mut u) } != 0 {
         return None;
     }
@@ -658,6 +659,7 @@ fn cstring(p: &Path) -> CString {
 fn fs_type(path: &Path) -> String {
     // SAFETY: statfs is plain data; the path is NUL-terminated.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the path is NUL-terminated and lives through the call; s is a valid statfs.
     if unsafe { libc::statfs(cstring(path).as_ptr(), &mut s) } != 0 {
         return "unknown".into();
     }
@@ -942,6 +944,7 @@ fn single_calls(
             let n = unsafe { libc::read(src, buf.as_mut_ptr().cast(), BLOCK) };
             check(n, "read")?;
             check(
+                // SAFETY: buf holds BLOCK bytes and read returned n <= BLOCK of them.
                 unsafe { libc::write(dst, buf.as_ptr().cast(), n as usize) },
                 "write",
             )?;
