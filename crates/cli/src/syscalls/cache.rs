@@ -64,6 +64,14 @@ pub fn load(path: &Path, key: &CalibrationKey) -> Costs {
             table.schema
         ));
     }
+    if let Some(why) = table.invalid_measure() {
+        eprintln!(
+            "pkprof: ignoring the corrupt calibration {} ({why}); run `pkprof syscalls \
+             --calibrate` again",
+            path.display()
+        );
+        return Costs::Missing(format!("the calibration file is corrupt: {HOW}"));
+    }
     if &table.key != key {
         let k = &table.key;
         return Costs::Missing(format!(
@@ -167,6 +175,28 @@ mod tests {
                 "{junk:?}"
             );
         }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A file with absurd but well-formed measures (1e30 ns) is used; one whose measures are
+    /// out of order or negative is corrupt: one line, never a panic.
+    #[test]
+    fn absurd_or_invalid_measures_do_not_panic() {
+        let d = dir("absurd");
+        let p = d.join(FILE);
+        let mut t = table();
+        t.crossing.median_ns = 1e30;
+        t.crossing.p75_ns = 1e30;
+        store(&p, &t).unwrap();
+        assert!(matches!(load(&p, &key()), Costs::Table { .. }));
+        t.crossing.p25_ns = 2e30;
+        store(&p, &t).unwrap();
+        assert!(matches!(load(&p, &key()), Costs::Missing(w) if w.contains("corrupt")));
+        let mut t = table();
+        t.crossing.median_ns = -1e30;
+        t.crossing.p25_ns = -2e30;
+        store(&p, &t).unwrap();
+        assert!(matches!(load(&p, &key()), Costs::Missing(w) if w.contains("corrupt")));
         let _ = std::fs::remove_dir_all(&d);
     }
 
