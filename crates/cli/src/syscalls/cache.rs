@@ -46,31 +46,34 @@ pub fn load(path: &Path, key: &CalibrationKey) -> Costs {
             ));
         }
     };
-    let table: CostTable = match serde_json::from_str(&text) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!(
-                "pkprof: ignoring the corrupt calibration {} ({e}); run `pkprof syscalls \
-                 --calibrate` again",
-                path.display()
-            );
-            return Costs::Missing(format!("the calibration file is corrupt: {HOW}"));
-        }
-    };
-    if table.schema != COSTS_SCHEMA {
-        return Costs::Missing(format!(
-            "the calibration {} is of another pkprof ({}): {HOW}",
-            path.display(),
-            table.schema
-        ));
-    }
-    if let Some(why) = table.invalid_measure() {
+    let corrupt = |e: &dyn std::fmt::Display| {
         eprintln!(
-            "pkprof: ignoring the corrupt calibration {} ({why}); run `pkprof syscalls \
+            "pkprof: ignoring the corrupt calibration {} ({e}); run `pkprof syscalls \
              --calibrate` again",
             path.display()
         );
-        return Costs::Missing(format!("the calibration file is corrupt: {HOW}"));
+        Costs::Missing(format!("the calibration file is corrupt: {HOW}"))
+    };
+    // The schema first: a table of another pkprof may not deserialize as this one's.
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) => match v.get("schema").and_then(|s| s.as_str()) {
+            Some(s) if s != COSTS_SCHEMA => {
+                return Costs::Missing(format!(
+                    "the calibration {} is of another pkprof ({s}): {HOW}",
+                    path.display()
+                ));
+            }
+            Some(_) => {}
+            None => return corrupt(&"no schema"),
+        },
+        Err(e) => return corrupt(&e),
+    }
+    let table: CostTable = match serde_json::from_str(&text) {
+        Ok(t) => t,
+        Err(e) => return corrupt(&e),
+    };
+    if let Some(why) = table.invalid_measure() {
+        return corrupt(&why);
     }
     if &table.key != key {
         let k = &table.key;
@@ -197,6 +200,20 @@ mod tests {
         t.crossing.p25_ns = -2e30;
         store(&p, &t).unwrap();
         assert!(matches!(load(&p, &key()), Costs::Missing(w) if w.contains("corrupt")));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A table of another pkprof (another schema, fields this one does not know) is said to be
+    /// so, not corrupt.
+    #[test]
+    fn another_schema_is_another_pkprof_not_corrupt() {
+        let d = dir("schema");
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join(FILE);
+        std::fs::write(&p, r#"{"schema": "pkprof-calibration/0", "rows": [1, 2]}"#).unwrap();
+        assert!(
+            matches!(load(&p, &key()), Costs::Missing(w) if w.contains("another pkprof (pkprof-calibration/0)") && !w.contains("corrupt"))
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 
