@@ -1,8 +1,9 @@
 //! Where `pkprof syscalls --calibrate` keeps its cost table, and how a profile run finds it:
 //! `$PKPROF_CACHE_DIR/calibration.json`, else `/var/cache/pkprof/calibration.json` for root,
-//! else `$XDG_CACHE_HOME/pkprof/` (or `~/.cache/pkprof/`). A table is used only for the machine
-//! it was measured on (kernel release, CPU model, pkprof version); a corrupt file is one line on
-//! stderr and "unknown" savings, never a panic.
+//! else `$XDG_CACHE_HOME/pkprof/` (or `~/.cache/pkprof/`); under `sudo`, a profile run that
+//! finds none in /var/cache/pkprof also looks in the invoking user's `~/.cache/pkprof/`. A
+//! table is used only for the machine it was measured on (kernel release, CPU model, pkprof
+//! version); a corrupt file is one line on stderr and "unknown" savings, never a panic.
 
 use std::path::{Path, PathBuf};
 
@@ -31,13 +32,53 @@ pub fn path() -> PathBuf {
     base.join("pkprof").join(FILE)
 }
 
+/// The cache of the user who ran `sudo` (root's own is /var/cache/pkprof): None unless root,
+/// SUDO_USER set and no PKPROF_CACHE_DIR.
+fn sudo_user_path() -> Option<PathBuf> {
+    // SAFETY: geteuid cannot fail.
+    if std::env::var_os("PKPROF_CACHE_DIR").is_some() || unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let user = std::ffi::CString::new(std::env::var("SUDO_USER").ok()?).ok()?;
+    // SAFETY: user is NUL-terminated; pw (if not null) points to libc's static entry, whose
+    // pw_dir is NUL-terminated and copied out before any other getpw* call.
+    let home = unsafe {
+        let pw = libc::getpwnam(user.as_ptr());
+        if pw.is_null() || (*pw).pw_dir.is_null() {
+            return None;
+        }
+        std::ffi::CStr::from_ptr((*pw).pw_dir)
+            .to_string_lossy()
+            .into_owned()
+    };
+    Some(PathBuf::from(home).join(".cache/pkprof").join(FILE))
+}
+
+/// The table for `key` where a profile run looks: `path()`, and under `sudo` when that has
+/// none, the invoking user's cache (a calibration made without root).
+pub fn find(key: &CalibrationKey) -> Costs {
+    let own = path();
+    match sudo_user_path() {
+        Some(user) if !own.exists() && user.exists() => load(&user, key),
+        Some(user) if !own.exists() => Costs::Missing(format!(
+            "no calibration of this machine yet (none at {} or {}): {HOW}",
+            own.display(),
+            user.display()
+        )),
+        _ => load(&own, key),
+    }
+}
+
 /// The table cached at `path` for `key`, or why there is none (a corrupt file is also said on
 /// stderr, in one line).
 pub fn load(path: &Path, key: &CalibrationKey) -> Costs {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Costs::Missing(format!("no calibration of this machine yet: {HOW}"));
+            return Costs::Missing(format!(
+                "no calibration of this machine yet (none at {}): {HOW}",
+                path.display()
+            ));
         }
         Err(e) => {
             return Costs::Missing(format!(
