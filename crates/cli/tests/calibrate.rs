@@ -90,8 +90,9 @@ fn the_plain_pread_cost_matches_an_independent_measure() {
     // Every figure has its spread.
     for o in table["ops"].as_array().unwrap() {
         let p = &o["plain"];
-        assert!(p["p25_ns"].as_f64() <= p["median_ns"].as_f64(), "{o}");
-        assert!(p["median_ns"].as_f64() <= p["p75_ns"].as_f64(), "{o}");
+        let f = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("no {k}: {o}"));
+        assert!(f("p25_ns") <= f("median_ns"), "{o}");
+        assert!(f("median_ns") <= f("p75_ns"), "{o}");
     }
 }
 
@@ -234,7 +235,15 @@ fn suggestions_carry_their_estimated_saving() {
     );
     assert!(out.status.success());
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    for c in report["clusters"].as_array().unwrap() {
+    let clusters = report["clusters"].as_array().unwrap();
+    assert!(!clusters.is_empty(), "no clusters");
+    assert!(
+        clusters
+            .iter()
+            .any(|c| c["saving"]["status"] == "estimated"),
+        "no cluster carries an estimated saving: {clusters:?}"
+    );
+    for c in clusters {
         let kind = c["suggestion"]["kind"].as_str().unwrap();
         let saving = &c["saving"];
         eprintln!("{} {kind}: {saving}", c["path"]);

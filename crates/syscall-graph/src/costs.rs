@@ -86,6 +86,15 @@ impl Measure {
     pub fn noisy(&self) -> bool {
         self.spread() > NOISY_SPREAD
     }
+
+    /// Whether a measure read back is one `from_samples` could have made: finite and
+    /// p25 <= median <= p75. (It may be negative: some measures are differences of two costs.)
+    pub fn is_valid(&self) -> bool {
+        let all = [self.p25_ns, self.median_ns, self.p75_ns];
+        all.iter().all(|v| v.is_finite())
+            && self.p25_ns <= self.median_ns
+            && self.median_ns <= self.p75_ns
+    }
 }
 
 /// What the table was measured for: a cached table is used only on the same key.
@@ -188,6 +197,19 @@ impl CostTable {
             .chain(self.single_calls.iter().flat_map(|s| [&s.plain, &s.single]))
     }
 
+    /// Why a table read back cannot be used: the first measure that is not finite, or not
+    /// p25 <= median <= p75, or a direct timing (the crossing, a plain call) that is negative.
+    pub fn invalid_measure(&self) -> Option<String> {
+        if let Some(m) = self.measures().find(|m| !m.is_valid()) {
+            return Some(format!("a measure is not finite or not ordered ({m:?})"));
+        }
+        std::iter::once(&self.crossing)
+            .chain(self.ops.iter().map(|o| &o.plain))
+            .chain(self.single_calls.iter().map(|s| &s.plain))
+            .find(|m| m.p25_ns < 0.0)
+            .map(|m| format!("a timing is negative ({m:?})"))
+    }
+
     /// The widest spread of any measure (see `Measure::spread`).
     pub fn worst_spread(&self) -> f64 {
         self.measures().map(Measure::spread).fold(0.0, f64::max)
@@ -263,10 +285,10 @@ impl Estimate {
     pub fn sum<'a>(mut all: impl Iterator<Item = &'a Estimate>) -> Option<Estimate> {
         let mut total = all.next()?.clone();
         for e in all {
-            total.saved_ns += e.saved_ns;
-            total.saved_low_ns += e.saved_low_ns;
-            total.saved_high_ns += e.saved_high_ns;
-            total.cluster_ns += e.cluster_ns;
+            total.saved_ns = total.saved_ns.saturating_add(e.saved_ns);
+            total.saved_low_ns = total.saved_low_ns.saturating_add(e.saved_low_ns);
+            total.saved_high_ns = total.saved_high_ns.saturating_add(e.saved_high_ns);
+            total.cluster_ns = total.cluster_ns.saturating_add(e.cluster_ns);
             total.noisy |= e.noisy;
         }
         Some(total)
@@ -621,7 +643,7 @@ fn choose(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving, Tri
             };
             let why = format!(
                 "{what} would cost {} more than the calls it replaces here: {}{others}",
-                format_ns(-e.saved_ns as f64),
+                format_ns(-(e.saved_ns as f64)),
                 e.basis
             );
             let leave = Suggestion {
@@ -736,6 +758,60 @@ mod tests {
         let c = &a.clusters[0];
         let (s, saving, _) = advise(&table(), c, &a.threads[0].graph);
         (s, saving)
+    }
+
+    /// Absurd costs (1e30 ns, as a hand-edited cache file may hold) give absurd estimates, never
+    /// an overflow panic, in the advice, the sums and both reports.
+    #[test]
+    fn absurd_costs_do_not_panic() {
+        let mut t = table();
+        t.crossing = m(1e30);
+        t.ops.push(op("statx", "file", 1e30, -1e30, 1e30));
+        t.single_calls[0].plain = m(-1e30);
+        let a = analysis(&["statx", "close"], 100, 500).with_costs(Costs::Table {
+            table: Box::new(t.clone()),
+            source: "test".into(),
+        });
+        let mut out = Vec::new();
+        crate::render::text::write(&a, &mut out).unwrap();
+        crate::render::json::write(&a, &mut out).unwrap();
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        if let Saving::Estimated(e) = saving {
+            let sum = Estimate::sum([&e, &e, &e].into_iter()).unwrap();
+            assert!(sum.saved_ns.unsigned_abs() >= e.saved_ns.unsigned_abs());
+        }
+        let huge = Estimate {
+            saved_ns: i64::MAX,
+            saved_low_ns: i64::MIN,
+            saved_high_ns: i64::MAX,
+            cluster_ns: u64::MAX,
+            noisy: false,
+            basis: String::new(),
+        };
+        let sum = Estimate::sum([&huge, &huge].into_iter()).unwrap();
+        assert_eq!((sum.saved_ns, sum.saved_low_ns), (i64::MAX, i64::MIN));
+    }
+
+    /// A measure read back must be finite and ordered; a direct timing must not be negative.
+    #[test]
+    fn invalid_measures_are_named() {
+        assert!(table().invalid_measure().is_none());
+        let mut t = table();
+        t.ops[0].batched = Some(Measure {
+            median_ns: 1.0,
+            p25_ns: 2.0,
+            p75_ns: 3.0,
+            samples: 3,
+        });
+        assert!(t.invalid_measure().is_some());
+        let mut t = table();
+        t.crossing.p75_ns = f64::NAN;
+        assert!(t.invalid_measure().is_some());
+        let mut t = table();
+        t.crossing = m(-5.0);
+        t.crossing.p25_ns = -6.0;
+        t.crossing.p75_ns = -4.0;
+        assert!(t.invalid_measure().unwrap().contains("negative"));
     }
 
     /// The cheapest variant of an op is the one estimated with, and named.

@@ -8,9 +8,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use common::{arg, assert_golden, raw, sc, stack};
+use pkprof_syscall_graph::costs::{CalibrationKey, Measure, OpCost, SingleCallCost, COSTS_SCHEMA};
 use pkprof_syscall_graph::render::{dot, json, text};
 use pkprof_syscall_graph::{
-    Analysis, CallSiteFrame, Lost, Node, Options, SyscallProfile, TraceBuilder,
+    Analysis, CallSiteFrame, CostTable, Costs, Lost, Node, Options, SyscallProfile, TraceBuilder,
 };
 
 /// Time per call of each syscall in the fixtures, so that the tables' % time is worked out.
@@ -326,10 +327,97 @@ fn json_parses_back_with_documented_fields() {
     assert_eq!(v["lost"]["threads_full"], 4);
     assert_eq!(v["lost"]["targets_full"], 2);
 
+    assert_keys_documented(&v);
+
+    // With a (fixed) cost table: the costs, savings and alternatives, also parsed back and
+    // documented.
+    let a = analysis(&sample()).with_costs(Costs::Table {
+        table: Box::new(cost_table()),
+        source: "test table".into(),
+    });
+    let out = render(&a, json::write);
+    let typed: json::Report = serde_json::from_str(&out).expect("JSON parses as json::Report");
+    assert_eq!(typed, json::report(&a));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON parses");
+    assert_eq!(v["costs"]["source"], "test table");
+    assert_eq!(v["costs"]["table"]["batch_size"], 16);
+    let mut keys = std::collections::BTreeSet::new();
+    collect_keys(&v, &mut keys);
+    for k in [
+        "costs",
+        "saving",
+        "alternatives",
+        "status",
+        "saved_ns",
+        "cluster_ns",
+        "basis",
+        "median_ns",
+        "single_calls",
+    ] {
+        assert!(keys.contains(k), "no {k} in {out}");
+    }
+    assert_keys_documented(&v);
+}
+
+/// Quartiles a whole number of ns apart: serde_json (without `float_roundtrip`) may read back
+/// 1.1 * 100.0 one ulp off.
+fn measure(median: f64) -> Measure {
+    Measure {
+        median_ns: median,
+        p25_ns: median - 10.0,
+        p75_ns: median + 10.0,
+        samples: 9,
+    }
+}
+
+/// A fixed cost table: batches win for statx and openat, lose for read and write;
+/// copy_file_range wins over read + write.
+fn cost_table() -> CostTable {
+    let op = |op: &str, plain: f64, batched: f64| OpCost {
+        op: op.into(),
+        on: "file".into(),
+        variant: String::new(),
+        plain: measure(plain),
+        batched: Some(measure(batched)),
+        batch_fixed: Some(measure(700.0)),
+    };
+    CostTable {
+        schema: COSTS_SCHEMA.into(),
+        key: CalibrationKey {
+            kernel: "6.18".into(),
+            cpu: "test".into(),
+            pkprof_version: "0".into(),
+        },
+        measured_unix_s: 0,
+        seconds: 1.0,
+        mode: "quick".into(),
+        batch_size: 16,
+        engine: "io_uring".into(),
+        targets: [("file".to_string(), "page-cache file".to_string())].into(),
+        crossing: measure(100.0),
+        batched_unavailable: None,
+        ops: vec![
+            op("read", 1000.0, 1600.0),
+            op("write", 1500.0, 4000.0),
+            op("openat", 2000.0, 600.0),
+            op("statx", 2000.0, 600.0),
+            op("close", 300.0, 200.0),
+        ],
+        single_calls: vec![SingleCallCost {
+            call: "copy_file_range".into(),
+            unit: "4 KiB read + write iteration".into(),
+            on: "file".into(),
+            plain: measure(2500.0),
+            single: measure(900.0),
+        }],
+    }
+}
+
+fn assert_keys_documented(v: &serde_json::Value) {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md"))
         .expect("docs/json.md");
     let mut keys = std::collections::BTreeSet::new();
-    collect_keys(&v, &mut keys);
+    collect_keys(v, &mut keys);
     let missing: Vec<&String> = keys
         .iter()
         .filter(|k| !doc.contains(&format!("`{k}`")))

@@ -1,8 +1,9 @@
 //! Where `pkprof syscalls --calibrate` keeps its cost table, and how a profile run finds it:
 //! `$PKPROF_CACHE_DIR/calibration.json`, else `/var/cache/pkprof/calibration.json` for root,
-//! else `$XDG_CACHE_HOME/pkprof/` (or `~/.cache/pkprof/`). A table is used only for the machine
-//! it was measured on (kernel release, CPU model, pkprof version); a corrupt file is one line on
-//! stderr and "unknown" savings, never a panic.
+//! else `$XDG_CACHE_HOME/pkprof/` (or `~/.cache/pkprof/`); under `sudo`, a profile run that
+//! finds none in /var/cache/pkprof also looks in the invoking user's `~/.cache/pkprof/`. A
+//! table is used only for the machine it was measured on (kernel release, CPU model, pkprof
+//! version); a corrupt file is one line on stderr and "unknown" savings, never a panic.
 
 use std::path::{Path, PathBuf};
 
@@ -31,13 +32,53 @@ pub fn path() -> PathBuf {
     base.join("pkprof").join(FILE)
 }
 
+/// The cache of the user who ran `sudo` (root's own is /var/cache/pkprof): None unless root,
+/// SUDO_USER set and no PKPROF_CACHE_DIR.
+fn sudo_user_path() -> Option<PathBuf> {
+    // SAFETY: geteuid cannot fail.
+    if std::env::var_os("PKPROF_CACHE_DIR").is_some() || unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let user = std::ffi::CString::new(std::env::var("SUDO_USER").ok()?).ok()?;
+    // SAFETY: user is NUL-terminated; pw (if not null) points to libc's static entry, whose
+    // pw_dir is NUL-terminated and copied out before any other getpw* call.
+    let home = unsafe {
+        let pw = libc::getpwnam(user.as_ptr());
+        if pw.is_null() || (*pw).pw_dir.is_null() {
+            return None;
+        }
+        std::ffi::CStr::from_ptr((*pw).pw_dir)
+            .to_string_lossy()
+            .into_owned()
+    };
+    Some(PathBuf::from(home).join(".cache/pkprof").join(FILE))
+}
+
+/// The table for `key` where a profile run looks: `path()`, and under `sudo` when that has
+/// none, the invoking user's cache (a calibration made without root).
+pub fn find(key: &CalibrationKey) -> Costs {
+    let own = path();
+    match sudo_user_path() {
+        Some(user) if !own.exists() && user.exists() => load(&user, key),
+        Some(user) if !own.exists() => Costs::Missing(format!(
+            "no calibration of this machine yet (none at {} or {}): {HOW}",
+            own.display(),
+            user.display()
+        )),
+        _ => load(&own, key),
+    }
+}
+
 /// The table cached at `path` for `key`, or why there is none (a corrupt file is also said on
 /// stderr, in one line).
 pub fn load(path: &Path, key: &CalibrationKey) -> Costs {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Costs::Missing(format!("no calibration of this machine yet: {HOW}"));
+            return Costs::Missing(format!(
+                "no calibration of this machine yet (none at {}): {HOW}",
+                path.display()
+            ));
         }
         Err(e) => {
             return Costs::Missing(format!(
@@ -46,23 +87,34 @@ pub fn load(path: &Path, key: &CalibrationKey) -> Costs {
             ));
         }
     };
+    let corrupt = |e: &dyn std::fmt::Display| {
+        eprintln!(
+            "pkprof: ignoring the corrupt calibration {} ({e}); run `pkprof syscalls \
+             --calibrate` again",
+            path.display()
+        );
+        Costs::Missing(format!("the calibration file is corrupt: {HOW}"))
+    };
+    // The schema first: a table of another pkprof may not deserialize as this one's.
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) => match v.get("schema").and_then(|s| s.as_str()) {
+            Some(s) if s != COSTS_SCHEMA => {
+                return Costs::Missing(format!(
+                    "the calibration {} is of another pkprof ({s}): {HOW}",
+                    path.display()
+                ));
+            }
+            Some(_) => {}
+            None => return corrupt(&"no schema"),
+        },
+        Err(e) => return corrupt(&e),
+    }
     let table: CostTable = match serde_json::from_str(&text) {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!(
-                "pkprof: ignoring the corrupt calibration {} ({e}); run `pkprof syscalls \
-                 --calibrate` again",
-                path.display()
-            );
-            return Costs::Missing(format!("the calibration file is corrupt: {HOW}"));
-        }
+        Err(e) => return corrupt(&e),
     };
-    if table.schema != COSTS_SCHEMA {
-        return Costs::Missing(format!(
-            "the calibration {} is of another pkprof ({}): {HOW}",
-            path.display(),
-            table.schema
-        ));
+    if let Some(why) = table.invalid_measure() {
+        return corrupt(&why);
     }
     if &table.key != key {
         let k = &table.key;
@@ -167,6 +219,42 @@ mod tests {
                 "{junk:?}"
             );
         }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A file with absurd but well-formed measures (1e30 ns) is used; one whose measures are
+    /// out of order or negative is corrupt: one line, never a panic.
+    #[test]
+    fn absurd_or_invalid_measures_do_not_panic() {
+        let d = dir("absurd");
+        let p = d.join(FILE);
+        let mut t = table();
+        t.crossing.median_ns = 1e30;
+        t.crossing.p75_ns = 1e30;
+        store(&p, &t).unwrap();
+        assert!(matches!(load(&p, &key()), Costs::Table { .. }));
+        t.crossing.p25_ns = 2e30;
+        store(&p, &t).unwrap();
+        assert!(matches!(load(&p, &key()), Costs::Missing(w) if w.contains("corrupt")));
+        let mut t = table();
+        t.crossing.median_ns = -1e30;
+        t.crossing.p25_ns = -2e30;
+        store(&p, &t).unwrap();
+        assert!(matches!(load(&p, &key()), Costs::Missing(w) if w.contains("corrupt")));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A table of another pkprof (another schema, fields this one does not know) is said to be
+    /// so, not corrupt.
+    #[test]
+    fn another_schema_is_another_pkprof_not_corrupt() {
+        let d = dir("schema");
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join(FILE);
+        std::fs::write(&p, r#"{"schema": "pkprof-calibration/0", "rows": [1, 2]}"#).unwrap();
+        assert!(
+            matches!(load(&p, &key()), Costs::Missing(w) if w.contains("another pkprof (pkprof-calibration/0)") && !w.contains("corrupt"))
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 

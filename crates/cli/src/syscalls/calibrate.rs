@@ -88,6 +88,7 @@ pub fn machine_key() -> CalibrationKey {
 fn nix_uname_release() -> Option<String> {
     // SAFETY: utsname is plain data, all-zero is valid; uname fills it.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a valid utsname for uname to fill.
     if unsafe { libc::uname(&mut u) } != 0 {
         return None;
     }
@@ -658,6 +659,7 @@ fn cstring(p: &Path) -> CString {
 fn fs_type(path: &Path) -> String {
     // SAFETY: statfs is plain data; the path is NUL-terminated.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the path is NUL-terminated and lives through the call; s is a valid statfs.
     if unsafe { libc::statfs(cstring(path).as_ptr(), &mut s) } != 0 {
         return "unknown".into();
     }
@@ -942,6 +944,7 @@ fn single_calls(
             let n = unsafe { libc::read(src, buf.as_mut_ptr().cast(), BLOCK) };
             check(n, "read")?;
             check(
+                // SAFETY: buf holds BLOCK bytes and read returned n <= BLOCK of them.
                 unsafe { libc::write(dst, buf.as_ptr().cast(), n as usize) },
                 "write",
             )?;
@@ -1041,31 +1044,22 @@ fn single_calls(
         });
     }
 
-    // close_range of BATCH descriptors against 1, per descriptor more, against close.
+    // close_range of BATCH descriptors against 1, per descriptor more, against close. The
+    // descriptors are taken with F_DUPFD (the kernel picks free ones), never dup2 onto numbers
+    // that may be open, and close_range closes exactly those.
     let mut samples = Vec::new();
-    const FIRST: i32 = 900;
+    let first = free_descriptor_base()?;
     for r in 0..=mode.repeats() {
         let mut per_call = [0.0; 2];
         for (slot, k) in [(0usize, 1usize), (1, BATCH)] {
             let calls = mode.ops() / BATCH;
             let mut ns = 0.0;
             for _ in 0..calls {
-                for j in 0..k {
-                    // SAFETY: duplicates our own descriptor onto a free high number.
-                    check(
-                        unsafe { libc::dup2(src, FIRST + j as i32) } as isize,
-                        "dup2",
-                    )?;
-                }
+                let last = take_descriptors(src, first, k)?;
                 let t = Instant::now();
-                // SAFETY: closes exactly the descriptors dup2 just made.
+                // SAFETY: first..=last are exactly the descriptors take_descriptors just made.
                 let r = unsafe {
-                    libc::syscall(
-                        libc::SYS_close_range,
-                        FIRST as u32,
-                        (FIRST + k as i32 - 1) as u32,
-                        0u32,
-                    )
+                    libc::syscall(libc::SYS_close_range, first as u32, last as u32, 0u32)
                 };
                 ns += elapsed_ns(t);
                 check(r as isize, "close_range")?;
@@ -1092,4 +1086,43 @@ fn single_calls(
         ));
     }
     Ok(out)
+}
+
+/// Where close_range's descriptors start: below the soft RLIMIT_NOFILE (and below 1024, so the
+/// descriptor table does not grow), with room for BATCH of them.
+fn free_descriptor_base() -> Result<i32> {
+    // SAFETY: rlimit is plain data; getrlimit fills it.
+    let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: l is a valid rlimit to fill.
+    check(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } as isize,
+        "getrlimit",
+    )?;
+    let limit = l.rlim_cur.min(1024) as i64;
+    let base = limit - 2 * BATCH as i64;
+    if base < 3 {
+        anyhow::bail!("the descriptor limit ({limit}) leaves no room for {BATCH} descriptors");
+    }
+    Ok(base as i32)
+}
+
+/// Duplicates `src` `k` times onto the lowest free descriptors from `first` (the kernel picks
+/// them); they must be first, first + 1, ... (else all are closed again and it is an error).
+/// Returns the last.
+fn take_descriptors(src: i32, first: i32, k: usize) -> Result<i32> {
+    let mut taken: Vec<i32> = Vec::with_capacity(k);
+    for j in 0..k {
+        // SAFETY: duplicates our own descriptor onto a free number >= first + j.
+        let fd = unsafe { libc::fcntl(src, libc::F_DUPFD, first + j as i32) };
+        if fd < 0 || fd != first + j as i32 {
+            for &t in taken.iter().chain((fd >= 0).then_some(&fd)) {
+                // SAFETY: t is a descriptor this function just made.
+                unsafe { libc::close(t) };
+            }
+            check(fd as isize, "fcntl(F_DUPFD)")?;
+            anyhow::bail!("descriptors {first}.. are not free for the close_range measure");
+        }
+        taken.push(fd);
+    }
+    Ok(first + k as i32 - 1)
 }

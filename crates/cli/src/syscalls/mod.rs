@@ -258,7 +258,7 @@ fn render(
         top: opts.top,
         ..Default::default()
     };
-    let costs = cache::load(&cache::path(), &calibrate::machine_key());
+    let costs = cache::find(&calibrate::machine_key());
     let analysis = pkprof_syscall_graph::Analysis::new(profile, &options).with_costs(costs);
     let mut out = Vec::new();
     match opts.format {
