@@ -18,7 +18,7 @@ use crate::loader::Collector;
 use crate::map_walk;
 use crate::progstats;
 use crate::skel::types::{
-    pkprof_acc, pkprof_chain, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
+    pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
 };
 
 /// Reads of the thread table tried for one without a context switch during it.
@@ -40,12 +40,6 @@ pub(crate) fn comm_str(raw: &[i8]) -> String {
 }
 
 fn counters(a: &pkprof_acc) -> Counters {
-    // The network chain's receive time claimed by its reader, pending in the thread's entry.
-    let net = pkprof_chain::PKPROF_CHAIN_NET.0 as usize;
-    let mut served_ns = [0; pkprof_accounting::NR_CHAINS];
-    let mut served_items = [0; pkprof_accounting::NR_CHAINS];
-    served_ns[net] = a.served_net_ns;
-    served_items[net] = a.served_net_items;
     Counters {
         task_ns: a.task_ns,
         hardirq_ns: a.hardirq_ns,
@@ -57,8 +51,9 @@ fn counters(a: &pkprof_acc) -> Counters {
         faults: a.faults,
         switches: a.switches,
         served_out_ns: a.served_out_ns,
-        served_ns,
-        served_items,
+        // Work a chain billed to the thread while it was current, per chain slot.
+        served_ns: a.claimed.ns,
+        served_items: a.claimed.items,
         ..Counters::default()
     }
 }

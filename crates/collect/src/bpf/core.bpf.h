@@ -473,15 +473,18 @@ static __always_inline void flush_pending(struct pkprof_cpu *c, struct pkprof_ac
 			dst->served_out_ns += src->served_out_ns;
 		src->served_out_ns = 0;
 	}
-	if (src->served_net_ns) {
+#pragma unroll
+	for (int i = 0; i < PKPROF_NR_CHAINS; i++) {
+		if (!src->claimed.ns[i])
+			continue;
 		if (dst) {
-			dst->served_net_ns += src->served_net_ns;
-			dst->served_net_items += src->served_net_items;
+			dst->claimed.ns[i] += src->claimed.ns[i];
+			dst->claimed.items[i] += src->claimed.items[i];
 		} else {
-			c->kernel_irq_ns += src->served_net_ns; /* nobody to bill: KERNEL */
+			c->kernel_irq_ns += src->claimed.ns[i]; /* nobody to bill: KERNEL */
 		}
-		src->served_net_ns = 0;
-		src->served_net_items = 0;
+		src->claimed.ns[i] = 0;
+		src->claimed.items[i] = 0;
 	}
 	if (split_modes) {
 		if (dst) {

@@ -75,6 +75,12 @@ enum pkprof_mode {
  * was current, which Linux bills to it. With the syscall tracepoints, task_ns is split further into
  * user_ns + sys_ns + unsplit_ns (unsplit: mode not yet known since attach).
  */
+/* Work others ran for a thread, per chain slot (enum pkprof_chain); added atomically from any CPU. */
+struct pkprof_served {
+	__u64 ns[PKPROF_NR_CHAINS];
+	__u64 items[PKPROF_NR_CHAINS];
+};
+
 struct pkprof_acc {
 	__u64 task_ns;
 	__u64 hardirq_ns;
@@ -87,15 +93,9 @@ struct pkprof_acc {
 	__u64 switches;
 	/* Task time spent running work items queued by others (kworkers); billed to the queuer. */
 	__u64 served_out_ns;
-	/* NET RX work billed to the thread as it read its sockets (it is current then), and skbs. */
-	__u64 served_net_ns;
-	__u64 served_net_items;
-};
-
-/* Work others ran for a thread, per chain; added atomically from any CPU. */
-struct pkprof_served {
-	__u64 ns[PKPROF_NR_CHAINS];
-	__u64 items[PKPROF_NR_CHAINS];
+	/* Work a chain billed to the thread while it was current (NET RX as it read its sockets),
+	 * per chain slot (enum pkprof_chain), and its items. */
+	struct pkprof_served claimed;
 };
 
 /* Value of the `threads` hash map, keyed by thread id (kernel pid). */

@@ -286,8 +286,8 @@ static __always_inline void net_consume(struct sock *sk)
 	s->skbs = 0;
 	s->last_ns = c->last_ns;
 	/* The reader is the current thread: its share rides with its pending charges. */
-	c->pending.served_net_ns += ns;
-	c->pending.served_net_items += skbs;
+	c->pending.claimed.ns[PKPROF_CHAIN_NET] += ns;
+	c->pending.claimed.items[PKPROF_CHAIN_NET] += skbs;
 }
 
 static __always_inline int on_sock_recv_length_body(struct sock *sk, int ret, int flags)
@@ -297,7 +297,7 @@ static __always_inline int on_sock_recv_length_body(struct sock *sk, int ret, in
 }
 
 /*
- * In task context net_consume writes, of this CPU's registers, only pending.served_net_*, which no
+ * In task context net_consume writes, of this CPU's registers, only pending.claimed (its NET slot), which no
  * interrupt-context program touches (their only other writer is flush_pending at the context
  * switch; flush_cpu only charges), and the socket's entry with atomics: interrupts can stay on
  * (saving two kfunc calls, ~40 ns a run). Except for record, whose link event counts a full ring
