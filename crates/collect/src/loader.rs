@@ -14,7 +14,10 @@ use crate::clock::monotonic_ns;
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
 use crate::record::{perf, uprobes, RecordConfig};
-use crate::skel::types::pkprof_defaults as Defaults;
+use crate::skel::types::{pkprof_defaults as Defaults, pkprof_syscall_nr};
+
+/// A syscall number no call has (pkprof.h: a call this architecture lacks).
+const NO_SYSCALL: u32 = pkprof_syscall_nr::PKPROF_NO_SYSCALL.0;
 use crate::skel::{CpuAccountSkel, CpuAccountSkelBuilder};
 use crate::skeleton::{self, AttachPlan};
 use crate::tracefs::Tracefs;
@@ -165,7 +168,7 @@ impl Collector {
                 // The calls a new task returns from (see syscall_regs.bpf.h); arm64 has no fork.
                 let nr = |name: &str| {
                     name.parse::<syscalls::Sysno>()
-                        .map_or(0xffff, |s| s.id() as u32)
+                        .map_or(NO_SYSCALL, |s| s.id() as u32)
                 };
                 ro.clone_nr = nr("clone");
                 ro.clone3_nr = nr("clone3");

@@ -368,6 +368,19 @@ enum pkprof_sc_node {
 	PKPROF_SC_NODE_FD = 1 << 16,
 	PKPROF_SC_NODE_SIZE = 1 << 17,
 };
+/*
+ * How a node packs (syscall_graph.bpf.c, unpacked by the Rust side with the same values): the
+ * syscall number in the low 16 bits, the size class in bits 24-31, the fd in the high 32 bits.
+ */
+enum pkprof_sc_node_layout {
+	PKPROF_SC_NODE_NR_MASK = 0xffff,
+	PKPROF_SC_NODE_SIZE_SHIFT = 24,
+	PKPROF_SC_NODE_FD_SHIFT = 32,
+};
+/* A syscall number no call has (syscall_regs.bpf.h: a call this architecture lacks). */
+enum pkprof_syscall_nr {
+	PKPROF_NO_SYSCALL = 0xffff,
+};
 #define PKPROF_SC_NONE 0xffffffffffffffffULL /* `from` of a thread's first call (u64::MAX) */
 enum pkprof_sc_limits {
 	PKPROF_SC_MAX_NR = 512, /* syscall numbers with an argument spec */

@@ -142,6 +142,7 @@ enum pkprof_sc_event_kind pkprof_sc_event_kind_btf_anchor SEC(".data.btf_anchor"
 enum pkprof_stack_flags pkprof_stack_flags_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_sc_node pkprof_sc_node_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_sc_limits pkprof_sc_limits_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_sc_node_layout pkprof_sc_node_layout_btf_anchor SEC(".data.btf_anchor");
 
 static __always_inline struct pkprof_sc_lost *lost(void)
 {
@@ -251,7 +252,7 @@ static __always_inline __u64 node_of(struct pt_regs *regs, long id)
 {
 	__u32 nr = (__u32)id;
 	struct pkprof_sc_argspec *spec;
-	__u64 node = nr & 0xffff;
+	__u64 node = nr & PKPROF_SC_NODE_NR_MASK;
 
 	if (!split_args)
 		return node;
@@ -259,9 +260,9 @@ static __always_inline __u64 node_of(struct pt_regs *regs, long id)
 	if (!spec)
 		return node;
 	if (spec->fd_arg)
-		node |= PKPROF_SC_NODE_FD | (syscall_arg(regs, spec->fd_arg - 1) << 32);
+		node |= PKPROF_SC_NODE_FD | (syscall_arg(regs, spec->fd_arg - 1) << PKPROF_SC_NODE_FD_SHIFT);
 	if (spec->size_arg)
-		node |= PKPROF_SC_NODE_SIZE | (size_class(syscall_arg(regs, spec->size_arg - 1)) << 24);
+		node |= PKPROF_SC_NODE_SIZE | (size_class(syscall_arg(regs, spec->size_arg - 1)) << PKPROF_SC_NODE_SIZE_SHIFT);
 	return node;
 }
 
@@ -388,7 +389,7 @@ static __always_inline void count_call(struct pt_regs *regs, struct sc_thread *s
 		}
 		fresh = true;
 	}
-	if (ret >= 0 && is_execve(to & 0xffff))
+	if (ret >= 0 && is_execve(to & PKPROF_SC_NODE_NR_MASK))
 		note_comm(key.pid, key.tid, PKPROF_SC_EXEC); /* a new image, maybe a new thread id */
 	if (stack_every && (fresh || --st->until_sample == 0)) {
 		st->until_sample = stack_every;

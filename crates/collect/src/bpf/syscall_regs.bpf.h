@@ -3,7 +3,7 @@
  * What a sys_exit is, read from the registers saved at entry, for the accounting (cpu_account)
  * and the syscall graph (syscall_graph) alike: the number of the syscall returning, and whether it
  * is a new task's return from the call that created it, or a successful exec. Each object sets the numbers below before
- * load (0xffff: no such call on this architecture): rt_sigreturn restores the interrupted context,
+ * load (PKPROF_NO_SYSCALL: no such call on this architecture): rt_sigreturn restores the interrupted context,
  * whose saved number reads -1.
  */
 #ifndef PKPROF_SYSCALL_REGS_BPF_H
@@ -11,14 +11,17 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "pkprof.h"
 
-const volatile __u32 rt_sigreturn_nr = 0xffff;
-const volatile __u32 execve_nr = 0xffff;
-const volatile __u32 execveat_nr = 0xffff;
-const volatile __u32 clone_nr = 0xffff;
-const volatile __u32 clone3_nr = 0xffff;
-const volatile __u32 fork_nr = 0xffff;
-const volatile __u32 vfork_nr = 0xffff;
+enum pkprof_syscall_nr pkprof_syscall_nr_btf_anchor SEC(".data.btf_anchor");
+
+const volatile __u32 rt_sigreturn_nr = PKPROF_NO_SYSCALL;
+const volatile __u32 execve_nr = PKPROF_NO_SYSCALL;
+const volatile __u32 execveat_nr = PKPROF_NO_SYSCALL;
+const volatile __u32 clone_nr = PKPROF_NO_SYSCALL;
+const volatile __u32 clone3_nr = PKPROF_NO_SYSCALL;
+const volatile __u32 fork_nr = PKPROF_NO_SYSCALL;
+const volatile __u32 vfork_nr = PKPROF_NO_SYSCALL;
 
 static __always_inline __u32 returning_syscall_nr(struct pt_regs *regs)
 {

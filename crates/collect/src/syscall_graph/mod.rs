@@ -23,12 +23,16 @@ use crate::preflight::{self, TracepointIndex};
 use crate::skeleton;
 use skel::types::{
     pkprof_sc_comm, pkprof_sc_edge, pkprof_sc_edge_key, pkprof_sc_event, pkprof_sc_event_kind,
-    pkprof_sc_lost, pkprof_sc_node, pkprof_sc_site, pkprof_stack_flags,
+    pkprof_sc_lost, pkprof_sc_node, pkprof_sc_node_layout as Layout, pkprof_sc_site,
+    pkprof_stack_flags,
 };
 use skel::{SyscallGraphSkel, SyscallGraphSkelBuilder};
 
 const NODE_FD: u64 = pkprof_sc_node::PKPROF_SC_NODE_FD.0 as u64;
 const NODE_SIZE: u64 = pkprof_sc_node::PKPROF_SC_NODE_SIZE.0 as u64;
+const NODE_NR_MASK: u64 = Layout::PKPROF_SC_NODE_NR_MASK.0 as u64;
+const NODE_SIZE_SHIFT: u32 = Layout::PKPROF_SC_NODE_SIZE_SHIFT.0;
+const NODE_FD_SHIFT: u32 = Layout::PKPROF_SC_NODE_FD_SHIFT.0;
 /// PKPROF_SC_NONE: all ones (a 64-bit value, so a define rather than an enum in pkprof.h).
 const NODE_NONE: u64 = u64::MAX;
 const EVENT_EXEC: pkprof_sc_event_kind = pkprof_sc_event_kind::PKPROF_SC_EXEC;
@@ -411,9 +415,9 @@ fn decode(bytes: &[u8]) -> Option<TraceEvent> {
 /// Unpacks a node (see pkprof.h).
 fn node(packed: u64) -> RawNode {
     RawNode {
-        nr: (packed & 0xffff) as u32,
-        fd: (packed & NODE_FD != 0).then(|| i64::from((packed >> 32) as u32 as i32)),
-        size_class: (packed & NODE_SIZE != 0).then_some(((packed >> 24) & 0xff) as u8),
+        nr: (packed & NODE_NR_MASK) as u32,
+        fd: (packed & NODE_FD != 0).then(|| i64::from((packed >> NODE_FD_SHIFT) as u32 as i32)),
+        size_class: (packed & NODE_SIZE != 0).then_some(((packed >> NODE_SIZE_SHIFT) & 0xff) as u8),
     }
 }
 
