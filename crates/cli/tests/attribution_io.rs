@@ -24,30 +24,6 @@ const SEC: Duration = Duration::from_secs(1);
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
-
-/// Reads frames until `pred` holds for one; returns it and the last row seen of every pid (rows
-/// of processes that exited in between keep their final totals).
-fn frames_until(
-    top: &mut Top,
-    timeout: Duration,
-    mut pred: impl FnMut(&Value) -> bool,
-) -> (Value, HashMap<u64, Value>) {
-    let mut last = HashMap::new();
-    let f = top.wait_for(timeout, |f| {
-        for r in rows(f) {
-            last.insert(r["pid"].as_u64().unwrap(), r.clone());
-        }
-        pred(f)
-    });
-    (f, last)
-}
-
-fn total(row: &Value, field: &str, i: usize) -> u64 {
-    row["total"][field][i]
-        .as_u64()
-        .unwrap_or_else(|| panic!("total.{field}[{i}] in {row}"))
-}
-
 /// Sum over a frame's CPUs of one figure of their totals.
 fn cpu_sum(frame: &Value, f: impl Fn(&Value) -> u64) -> u64 {
     frame["cpus"]

@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -25,27 +24,6 @@ const BLOCK_SOFTIRQ: usize = 4; // softirq vector
 
 const OFF_LINE: &str = "pkprof: block I/O chain off: tracepoint block:block_rq_issue missing; \
                         block completions go to KERNEL";
-
-/// Reads frames until `pred` holds for one; returns it and the last row seen of every pid.
-fn frames_until(
-    top: &mut Top,
-    timeout: Duration,
-    mut pred: impl FnMut(&Value) -> bool,
-) -> (Value, HashMap<u64, Value>) {
-    let mut last = HashMap::new();
-    let f = top.wait_for(timeout, |f| {
-        for r in rows(f) {
-            last.insert(r["pid"].as_u64().unwrap(), r.clone());
-        }
-        pred(f)
-    });
-    (f, last)
-}
-
-fn served(row: &Value, field: &str, chain: usize) -> u64 {
-    row["total"][field][chain].as_u64().unwrap()
-}
-
 /// Sum over a frame's CPUs of one figure of their totals.
 fn cpu_sum(frame: &Value, f: impl Fn(&Value) -> u64) -> u64 {
     frame["cpus"]
@@ -102,13 +80,10 @@ fn a_missing_block_tracepoint_turns_off_the_block_chain_alone() {
     let kernel_irq = |t: &Value| u64_of(t, "kernel_irq_ns");
     let block_ns = cpu_sum(&after_io, block) - cpu_sum(&first, block);
     let kernel_ns = cpu_sum(&after_io, kernel_irq) - cpu_sum(&first, kernel_irq);
-    let billed_block: u64 = io_rows
-        .values()
-        .map(|r| served(r, "served_ns", BLOCK))
-        .sum();
+    let billed_block: u64 = io_rows.values().map(|r| total(r, "served_ns", BLOCK)).sum();
     let billed_items: u64 = io_rows
         .values()
-        .map(|r| served(r, "served_items", BLOCK))
+        .map(|r| total(r, "served_items", BLOCK))
         .sum();
     eprintln!(
         "chain_off: {reads} reads; BLOCK softirq {:.3} ms, KERNEL interrupt time {:.3} ms, \
@@ -165,8 +140,8 @@ fn a_missing_block_tracepoint_turns_off_the_block_chain_alone() {
     top.stop();
     let row = &net_rows[&u64::from(rpid)];
     let (net_ns, net_items) = (
-        served(row, "served_ns", NET),
-        served(row, "served_items", NET),
+        total(row, "served_ns", NET),
+        total(row, "served_items", NET),
     );
     eprintln!(
         "chain_off: receiver got {got} datagrams, billed {:.3} ms of receive work ({net_items} items)",

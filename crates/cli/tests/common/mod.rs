@@ -156,6 +156,30 @@ pub fn rows(frame: &Value) -> &Vec<Value> {
     frame["rows"].as_array().expect("frame has rows")
 }
 
+/// Reads frames until `pred` holds for one; returns it and the last row seen of every pid (rows
+/// of processes that exited in between keep their final totals).
+pub fn frames_until(
+    top: &mut Top,
+    timeout: Duration,
+    mut pred: impl FnMut(&Value) -> bool,
+) -> (Value, std::collections::HashMap<u64, Value>) {
+    let mut last = std::collections::HashMap::new();
+    let f = top.wait_for(timeout, |f| {
+        for r in rows(f) {
+            last.insert(r["pid"].as_u64().unwrap(), r.clone());
+        }
+        pred(f)
+    });
+    (f, last)
+}
+
+/// A row's cumulative `total.<field>[i]` (a per-chain or per-softirq array).
+pub fn total(row: &Value, field: &str, i: usize) -> u64 {
+    row["total"][field][i]
+        .as_u64()
+        .unwrap_or_else(|| panic!("total.{field}[{i}] in {row}"))
+}
+
 /// The row of this pid (or tid, with -H), if present.
 pub fn row_of(frame: &Value, id: u32) -> Option<&Value> {
     rows(frame)

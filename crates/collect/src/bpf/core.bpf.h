@@ -154,10 +154,16 @@ static __always_inline __u32 infer_mode(struct task_struct *t)
 #endif
 }
 
+/* The open tag serves this context (the one running now). */
+static __always_inline bool tag_here(const struct pkprof_cpu *c)
+{
+	return c->tag != PKPROF_TAG_NONE && c->tag_depth == c->depth;
+}
+
 /* Interrupt time goes to the open served-event tag of this context, else to KERNEL. */
 static __always_inline void charge_tag(struct pkprof_cpu *c, __u64 d)
 {
-	if (c->tag != PKPROF_TAG_NONE && c->tag_depth == c->depth)
+	if (tag_here(c))
 		c->tag_ns += d;
 	else
 		c->kernel_irq_ns += d;
@@ -273,11 +279,6 @@ static __always_inline __u32 tag_chain(__u32 tag)
 	return (tag >> PKPROF_TAG_CHAIN_SHIFT) - 1;
 }
 
-/* The open tag serves this context (the one running now). */
-static __always_inline bool tag_here(const struct pkprof_cpu *c)
-{
-	return c->tag != PKPROF_TAG_NONE && c->tag_depth == c->depth;
-}
 
 /* The open tag's segment as a hold key: (cpu << 48 | segment number). */
 static __always_inline __u64 segment_hold(const struct pkprof_cpu *c)
@@ -437,7 +438,7 @@ static __always_inline void pop_ctx(struct pkprof_cpu *c, __u8 ctx)
 		c->lost.unmatched_exit++;
 		return;
 	}
-	if (c->tag != PKPROF_TAG_NONE && c->tag_depth == c->depth)
+	if (tag_here(c))
 		tag_close(c);
 	c->depth--;
 }

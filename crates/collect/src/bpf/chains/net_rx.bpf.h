@@ -337,7 +337,7 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 
 static __always_inline void net_rx_tag_close(struct pkprof_cpu *c, struct pkprof_dest *d)
 {
-	struct net_rx_cpu *n = net_rx_this_cpu();
+	struct net_rx_cpu *n;
 	__u64 held_skb;
 
 	if (c->tag == NET_RX_TAG_SOCK) {
@@ -347,7 +347,9 @@ static __always_inline void net_rx_tag_close(struct pkprof_cpu *c, struct pkprof
 		d->to = c->tag_key;
 		return;
 	}
-	if (c->tag != NET_RX_TAG_SKB || !n) {
+	/* Only an skb tag needs this CPU's chain state (a socket tag, the common case, does not). */
+	n = c->tag == NET_RX_TAG_SKB ? net_rx_this_cpu() : NULL;
+	if (!n) {
 		c->kernel_irq_ns += c->tag_ns;
 		return;
 	}
