@@ -16,8 +16,8 @@ pub fn unix_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Kernel release and host name.
-fn uname() -> (String, String) {
+/// Kernel release and host name (empty when uname fails).
+pub fn uname() -> (String, String) {
     // SAFETY: utsname is plain data that uname fills.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a writable utsname.

@@ -68,7 +68,12 @@ impl Mode {
 
 /// The key of this machine: kernel release, CPU model, pkprof version.
 pub fn machine_key() -> CalibrationKey {
-    let kernel = nix_uname_release().unwrap_or_else(|| "unknown".into());
+    let (release, _) = pkprof_recording::meta::uname();
+    let kernel = if release.is_empty() {
+        "unknown".into()
+    } else {
+        release
+    };
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -83,18 +88,6 @@ pub fn machine_key() -> CalibrationKey {
         cpu,
         pkprof_version: env!("CARGO_PKG_VERSION").into(),
     }
-}
-
-fn nix_uname_release() -> Option<String> {
-    // SAFETY: utsname is plain data, all-zero is valid; uname fills it.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: u is a valid utsname for uname to fill.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    // SAFETY: uname NUL-terminates release.
-    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) };
-    Some(release.to_string_lossy().into_owned())
 }
 
 /// One op kind's measure, one repeat: the ns a phase of `m` ops took.
