@@ -1066,6 +1066,68 @@ mod tests {
         assert!(Estimate::sum([].iter()).is_none());
     }
 
+    /// The cached table reads back bit for bit: every measure of a table filled with awkward
+    /// doubles (long decimal expansions, subnormals, huge and tiny magnitudes, -0.0) survives
+    /// `to_string_pretty` and `from_str` (serde_json's `float_roundtrip`; without it the
+    /// parser may land one ulp off).
+    #[test]
+    fn the_cached_table_round_trips_exactly() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || loop {
+            // xorshift64*: a spread of bit patterns, the non-finite ones skipped.
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let v = f64::from_bits(x.wrapping_mul(0x2545_f491_4f6c_dd1d));
+            if v.is_finite() {
+                return v;
+            }
+        };
+        let fixed = [
+            0.1 + 0.2,
+            1.1 * 100.0,
+            5e-324,
+            2.2250738585072014e-308,
+            1.7976931348623157e308,
+            -0.0,
+            1.0 / 3.0,
+        ];
+        let mut t = table();
+        t.seconds = 1.0 / 3.0;
+        for round in 0..200 {
+            let mut values: Vec<f64> = (0..12).map(|_| next()).collect();
+            if round == 0 {
+                values[..fixed.len()].copy_from_slice(&fixed);
+            }
+            let mut v = values.iter().copied();
+            let mut fill = |m: &mut Measure| {
+                m.p25_ns = v.next().unwrap();
+                m.median_ns = v.next().unwrap();
+                m.p75_ns = v.next().unwrap();
+            };
+            fill(&mut t.crossing);
+            fill(&mut t.single_calls[0].plain);
+            fill(&mut t.single_calls[0].single);
+            fill(t.ops[0].batched.as_mut().unwrap());
+            let text = serde_json::to_string_pretty(&t).unwrap();
+            let back: CostTable = serde_json::from_str(&text).unwrap();
+            let bits = |t: &CostTable| -> Vec<u64> {
+                let ms = [
+                    &t.crossing,
+                    &t.single_calls[0].plain,
+                    &t.single_calls[0].single,
+                ];
+                ms.into_iter()
+                    .chain(t.ops[0].batched.as_ref())
+                    .flat_map(|m| [m.p25_ns, m.median_ns, m.p75_ns])
+                    .chain([t.seconds])
+                    .map(f64::to_bits)
+                    .collect()
+            };
+            assert_eq!(bits(&back), bits(&t), "{text}");
+        }
+    }
+
     #[test]
     fn dates_read_well() {
         assert_eq!(format_time(0), "1970-01-01 00:00 UTC");
