@@ -652,12 +652,6 @@ fn choose(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving, Tri
         Kind::SingleCall => {
             let replacement = s.replacement.as_deref().unwrap_or_default();
             let single = estimate_single(table, c, &obs, replacement, c.crossings_saved);
-            // An unmeasured single call is kept: nothing shows a batch would beat it.
-            if let Err(why) = &single {
-                let why = why.clone();
-                tried.push((s.clone(), single));
-                return (s.clone(), Saving::Unknown { why }, tried);
-            }
             tried.push((s.clone(), single));
             // The batch the table would suggest without the single call, per occurrence.
             if let Some(batch) = suggest::batch_plan(c.shape, &c.path) {
@@ -682,10 +676,20 @@ fn choose(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving, Tri
         .iter()
         .filter_map(|(s, e)| e.as_ref().ok().map(|e| (s, e)))
         .max_by_key(|(_, e)| e.saved_ns);
+    // An unmeasured single call is kept unless a batch is measured to win: nothing shows that
+    // a batch that loses would beat it.
+    let unmeasured_single = match &tried[..] {
+        [(first, Err(why)), ..] if first.kind == Kind::SingleCall => Some(why.clone()),
+        _ => None,
+    };
     match best {
         Some((s, e)) if e.saved_ns > 0 => {
             let (s, e) = (s.clone(), e.clone());
             (s, Saving::Estimated(e), tried)
+        }
+        _ if unmeasured_single.is_some() => {
+            let why = unmeasured_single.unwrap_or_default();
+            (s.clone(), Saving::Unknown { why }, tried)
         }
         Some((best, e)) => {
             let what = match best.kind {
@@ -1097,6 +1101,28 @@ mod tests {
                 "{alternatives:?}"
             );
         }
+    }
+
+    /// A recvmsg -> sendmsg loop is suggested splice, which is not in the table; a batch that is
+    /// measured to win is suggested instead, the unknown splice listed with its reason.
+    #[test]
+    fn a_batch_measured_to_win_beats_an_unmeasured_single_call() {
+        let a = analysis(&["recvmsg", "sendmsg"], 100, 500);
+        let c = &a.clusters[0];
+        assert_eq!(c.suggestion.replacement.as_deref(), Some("splice"));
+        let mut t = table();
+        t.ops.push(op("recvmsg", "tcp", 2000.0, 500.0, 700.0));
+        t.ops.push(op("sendmsg", "tcp", 2000.0, 500.0, 700.0));
+        let (s, saving, alternatives) = advise(&t, c, &a.threads[0].graph);
+        assert_eq!(s.kind, Kind::Multicall, "{s:?}");
+        assert!(
+            matches!(saving, Saving::Estimated(ref e) if e.saved_ns > 0),
+            "{saving:?}"
+        );
+        assert!(
+            matches!(&alternatives[0].saving, Saving::Unknown { why } if why == "splice was not calibrated"),
+            "{alternatives:?}"
+        );
     }
 
     fn a_count(names: &[&str], rounds: usize) -> u64 {
