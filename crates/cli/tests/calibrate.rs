@@ -96,6 +96,76 @@ fn the_plain_pread_cost_matches_an_independent_measure() {
     }
 }
 
+/// The pipe and socket single calls are in the table (sendfile, splice, sendmmsg, recvmmsg,
+/// each with its spread), and its splice figure (per 4 KiB of a 64 KiB pipe-to-pipe splice)
+/// is within a factor of 3 of splices timed here.
+#[test]
+#[ignore = "measures for seconds"]
+fn the_stream_single_calls_are_measured() {
+    let dir = scratch("stream");
+    let table = calibrate(&dir);
+    let single = |call: &str| {
+        table["single_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["call"] == call)
+            .unwrap_or_else(|| panic!("no {call} in {}", table["single_calls"]))
+            .clone()
+    };
+    for call in ["sendfile", "splice", "sendmmsg", "recvmmsg"] {
+        let s = single(call);
+        for side in ["plain", "single"] {
+            let f = |k: &str| s[side][k].as_f64().unwrap_or_else(|| panic!("no {k}: {s}"));
+            assert!(
+                f("p25_ns") <= f("median_ns") && f("median_ns") <= f("p75_ns"),
+                "{s}"
+            );
+        }
+    }
+    let theirs = single("splice")["single"]["median_ns"].as_f64().unwrap();
+
+    let pipe = || {
+        let mut fds = [0; 2];
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        (fds[0], fds[1])
+    };
+    let ((ar, aw), (br, bw)) = (pipe(), pipe());
+    let data = vec![7u8; 16 * 4096];
+    let mut back = vec![0u8; 16 * 4096];
+    let mut best = f64::MAX;
+    for _ in 0..200 {
+        assert_eq!(
+            unsafe { libc::write(aw, data.as_ptr().cast(), data.len()) },
+            data.len() as isize
+        );
+        let t = Instant::now();
+        let mut left = data.len();
+        while left > 0 {
+            let n = unsafe {
+                libc::splice(ar, std::ptr::null_mut(), bw, std::ptr::null_mut(), left, 0)
+            };
+            assert!(n > 0, "splice: {}", std::io::Error::last_os_error());
+            left -= n as usize;
+        }
+        best = best.min(t.elapsed().as_nanos() as f64 / 16.0);
+        let mut got = 0;
+        while got < back.len() {
+            let n = unsafe { libc::read(br, back[got..].as_mut_ptr().cast(), back.len() - got) };
+            assert!(n > 0);
+            got += n as usize;
+        }
+    }
+    for fd in [ar, aw, br, bw] {
+        unsafe { libc::close(fd) };
+    }
+    eprintln!("splice per 4 KiB: table {theirs:.0} ns, here {best:.0} ns (best of 200)");
+    assert!(
+        theirs / best < 3.0 && best / theirs < 3.0,
+        "table {theirs:.0} ns against {best:.0} ns measured here"
+    );
+}
+
 /// An unwritable cache: one line on stderr, the table still printed, exit 0.
 #[test]
 #[ignore = "measures for seconds"]

@@ -1072,6 +1072,7 @@ fn single_calls(
             single: Measure::from_samples(&mut samples).context("no close_range measure")?,
         });
     }
+    stream_single_calls(src, mode, ops, &mut out)?;
     for s in &out {
         progress(&format!(
             "{}: {:.0} ns per {} against {:.0} ns",
@@ -1118,4 +1119,260 @@ fn take_descriptors(src: i32, first: i32, k: usize) -> Result<i32> {
         taken.push(fd);
     }
     Ok(first + k as i32 - 1)
+}
+
+/// Reads exactly `len` bytes from `fd` (untimed draining of a pipe or socket).
+fn drain(fd: RawFd, len: usize, buf: &mut [u8]) -> Result<()> {
+    let mut left = len;
+    while left > 0 {
+        let want = left.min(buf.len());
+        // SAFETY: buf holds at least `want` bytes.
+        let n = check(
+            unsafe { libc::read(fd, buf.as_mut_ptr().cast(), want) },
+            "draining",
+        )?;
+        if n == 0 {
+            bail!("end of stream while draining");
+        }
+        left -= n;
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` to `fd` (untimed filling of a pipe or socket).
+fn fill(fd: RawFd, buf: &[u8]) -> Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the rest of buf is valid for reads.
+        done += check(
+            unsafe { libc::write(fd, buf[done..].as_ptr().cast(), buf.len() - done) },
+            "filling",
+        )?;
+    }
+    Ok(())
+}
+
+/// Room for `BATCH` blocks in a pipe (the default 64 KiB is just that; doubled for slack).
+fn widen_pipe(fd: RawFd) -> Result<()> {
+    // SAFETY: F_SETPIPE_SZ on our own pipe.
+    check(
+        unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, (2 * BATCH * BLOCK) as libc::c_int) } as isize,
+        "F_SETPIPE_SZ",
+    )?;
+    Ok(())
+}
+
+/// The single calls of the pipe and socket replacements: splice (a pipe-to-pipe relay) and
+/// sendfile (file to loopback TCP), each one call for `BATCH` blocks against the 4 KiB read +
+/// write loop it replaces, per 4 KiB; sendmmsg and recvmmsg of `BATCH` 64-byte messages against
+/// 1 on loopback TCP, per message more, against the plain sendmsg / recvmsg of the table. The
+/// receiving end is drained (or the sending end filled) outside the timed calls.
+fn stream_single_calls(
+    file: RawFd,
+    mode: Mode,
+    ops: &[OpCost],
+    out: &mut Vec<SingleCallCost>,
+) -> Result<()> {
+    let total = BATCH * BLOCK;
+    let data = vec![0x5au8; total];
+    let mut buf = vec![0u8; total];
+    let calls = (mode.ops() / BATCH).max(1);
+
+    // splice: pipe A -> pipe B, against read(A) + write(B) per 4 KiB.
+    let (aw, ar) = pipe_pair()?;
+    let (bw, br) = pipe_pair()?;
+    for fd in [&aw, &bw] {
+        widen_pipe(fd.as_raw_fd())?;
+    }
+    let (aw, ar, bw, br) = (
+        aw.as_raw_fd(),
+        ar.as_raw_fd(),
+        bw.as_raw_fd(),
+        br.as_raw_fd(),
+    );
+    let (mut plain, mut single) = (Vec::new(), Vec::new());
+    for r in 0..=mode.repeats() {
+        let (mut p, mut s1) = (0.0, 0.0);
+        for _ in 0..calls {
+            fill(aw, &data)?;
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                // SAFETY: buf holds BLOCK bytes.
+                let n = check(
+                    unsafe { libc::read(ar, buf.as_mut_ptr().cast(), BLOCK) },
+                    "read",
+                )?;
+                // SAFETY: buf holds the n bytes read.
+                check(unsafe { libc::write(bw, buf.as_ptr().cast(), n) }, "write")?;
+            }
+            p += elapsed_ns(t);
+            drain(br, total, &mut buf)?;
+            fill(aw, &data)?;
+            let t = Instant::now();
+            let mut left = total;
+            while left > 0 {
+                // SAFETY: null offsets: pipes have none.
+                let n = unsafe {
+                    libc::splice(ar, std::ptr::null_mut(), bw, std::ptr::null_mut(), left, 0)
+                };
+                if check(n, "splice")? == 0 {
+                    bail!("splice moved nothing");
+                }
+                left -= n as usize;
+            }
+            s1 += elapsed_ns(t);
+            drain(br, total, &mut buf)?;
+        }
+        if r > 0 {
+            plain.push(p / (calls * BATCH) as f64);
+            single.push(s1 / (calls * BATCH) as f64);
+        }
+    }
+    out.push(SingleCallCost {
+        call: "splice".into(),
+        unit: "4 KiB read + write iteration".into(),
+        on: "pipe".into(),
+        plain: Measure::from_samples(&mut plain).context("no splice measure")?,
+        single: Measure::from_samples(&mut single).context("no splice measure")?,
+    });
+
+    // sendfile: the page-cache file to loopback TCP, against read + write per 4 KiB.
+    let (tx, rx) = tcp_pair()?;
+    let (tx, rx) = (tx.as_raw_fd(), rx.as_raw_fd());
+    let (mut plain, mut single) = (Vec::new(), Vec::new());
+    for r in 0..=mode.repeats() {
+        let (mut p, mut s1) = (0.0, 0.0);
+        for _ in 0..calls {
+            let t = Instant::now();
+            for i in 0..BATCH {
+                // SAFETY: buf holds BLOCK bytes.
+                let n = check(
+                    unsafe {
+                        libc::pread(
+                            file,
+                            buf.as_mut_ptr().cast(),
+                            BLOCK,
+                            (i * BLOCK) as libc::off_t,
+                        )
+                    },
+                    "pread",
+                )?;
+                // SAFETY: buf holds the n bytes read.
+                check(unsafe { libc::write(tx, buf.as_ptr().cast(), n) }, "write")?;
+            }
+            p += elapsed_ns(t);
+            drain(rx, total, &mut buf)?;
+            let t = Instant::now();
+            let (mut off, mut left): (libc::off_t, usize) = (0, total);
+            while left > 0 {
+                // SAFETY: off is ours; the descriptors are open.
+                let n = unsafe { libc::sendfile(tx, file, &mut off, left) };
+                if check(n, "sendfile")? == 0 {
+                    bail!("sendfile sent nothing");
+                }
+                left -= n as usize;
+            }
+            s1 += elapsed_ns(t);
+            drain(rx, total, &mut buf)?;
+        }
+        if r > 0 {
+            plain.push(p / (calls * BATCH) as f64);
+            single.push(s1 / (calls * BATCH) as f64);
+        }
+    }
+    out.push(SingleCallCost {
+        call: "sendfile".into(),
+        unit: "4 KiB read + send iteration".into(),
+        on: "tcp".into(),
+        plain: Measure::from_samples(&mut plain).context("no sendfile measure")?,
+        single: Measure::from_samples(&mut single).context("no sendfile measure")?,
+    });
+
+    // sendmmsg / recvmmsg: BATCH messages per call against 1, per message more.
+    let plain_of = |op: &str| {
+        ops.iter()
+            .find(|o| o.op == op && o.on == "tcp" && o.variant.is_empty())
+            .map(|o| o.plain)
+    };
+    let mut msgs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0x5a; MESSAGE]).collect();
+    for (call, op) in [("sendmmsg", "sendmsg"), ("recvmmsg", "recvmsg")] {
+        let mut samples = Vec::new();
+        for r in 0..=mode.repeats() {
+            let mut per_call = [0.0; 2];
+            for (slot, k) in [(0usize, 1usize), (1, BATCH)] {
+                let mut iovs: Vec<libc::iovec> = msgs
+                    .iter_mut()
+                    .map(|m| libc::iovec {
+                        iov_base: m.as_mut_ptr().cast(),
+                        iov_len: MESSAGE,
+                    })
+                    .collect();
+                let mut hdrs: Vec<libc::mmsghdr> = iovs
+                    .iter_mut()
+                    .map(|iov| {
+                        // SAFETY: mmsghdr is plain data.
+                        let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                        h.msg_hdr.msg_iov = iov;
+                        h.msg_hdr.msg_iovlen = 1;
+                        h
+                    })
+                    .collect();
+                let mut ns = 0.0;
+                for _ in 0..calls {
+                    if call == "recvmmsg" {
+                        fill(tx, &data[..BATCH * MESSAGE])?;
+                        // Everything queued before the timed receive (loopback delivers at
+                        // once; the wait is bounded).
+                        let mut queued: libc::c_int = 0;
+                        for _ in 0..1000 {
+                            // SAFETY: FIONREAD writes an int.
+                            unsafe { libc::ioctl(rx, libc::FIONREAD, &mut queued) };
+                            if queued as usize >= BATCH * MESSAGE {
+                                break;
+                            }
+                            std::thread::yield_now();
+                        }
+                    }
+                    let t = Instant::now();
+                    for _ in 0..BATCH / k {
+                        // SAFETY: hdrs[..k] point at live iovecs over live buffers.
+                        let n = unsafe {
+                            if call == "sendmmsg" {
+                                libc::sendmmsg(tx, hdrs.as_mut_ptr(), k as u32, 0)
+                            } else {
+                                libc::recvmmsg(
+                                    rx,
+                                    hdrs.as_mut_ptr(),
+                                    k as u32,
+                                    libc::MSG_WAITFORONE,
+                                    std::ptr::null_mut(),
+                                )
+                            }
+                        };
+                        if check(n as isize, call)? != k {
+                            bail!("{call}: {n} of {k} messages");
+                        }
+                    }
+                    ns += elapsed_ns(t);
+                    if call == "sendmmsg" {
+                        drain(rx, BATCH * MESSAGE, &mut buf)?;
+                    }
+                }
+                // ns per call of k messages.
+                per_call[slot] = ns / (calls * (BATCH / k)) as f64;
+            }
+            if r > 0 {
+                samples.push((per_call[1] - per_call[0]) / (BATCH - 1) as f64);
+            }
+        }
+        let Some(p) = plain_of(op) else { continue };
+        out.push(SingleCallCost {
+            call: call.into(),
+            unit: format!("{op} (one {MESSAGE}-byte message more)"),
+            on: "tcp".into(),
+            plain: p,
+            single: Measure::from_samples(&mut samples).context("no vector measure")?,
+        });
+    }
+    Ok(())
 }
