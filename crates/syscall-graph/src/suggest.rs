@@ -306,15 +306,15 @@ pub(crate) fn batch_plan(shape: Shape, path: &[Node]) -> Option<Plan> {
         format!(" ({})", rewrites.join(", "))
     };
     let ops = MULTICALL_OPS.join(", ");
-    // An fd opened in the batch is an argument of the calls after it, which a multi-call cannot
-    // pass on: its arguments are fixed when the batch is built.
+    // An fd opened in the batch is an argument of the calls after it, unknown when the batch is
+    // built: the library opens into a direct descriptor and the calls after it use that.
     let opens_fd_for_later = names.iter().enumerate().any(|(i, n)| {
         matches!(*n, "open" | "openat" | "openat2" | "creat") && (is_loop || i + 1 < names.len())
     });
     let fd_note = if opens_fd_for_later {
-        "; the fd the open returns is an argument of the calls after it, which a multi-call \
-         cannot pass on (arguments are fixed when the batch is built): batch the calls that \
-         follow the open, or open beforehand"
+        "; the fd the open returns is an argument of the calls after it, unknown when the \
+         batch is built: open into a direct descriptor (MC_INTO_SLOT, Call::into_slot) and \
+         give the calls after it that slot (MC_FIXED, Call::fixed)"
     } else {
         ""
     };
@@ -452,7 +452,7 @@ mod tests {
             let path: Vec<Node> = names.iter().map(|n| Node::new(0, *n)).collect();
             plan(shape, &path).suggestion.why
         };
-        let note = "cannot pass on";
+        let note = "open into a direct descriptor";
         assert!(why(Shape::Chain, &["openat", "read", "close"]).contains(note));
         // In a loop the open's fd reaches the calls after it in the next round too.
         assert!(why(Shape::Loop, &["read", "openat"]).contains(note));
