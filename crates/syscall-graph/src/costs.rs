@@ -22,8 +22,10 @@
 //!
 //! The range of an estimate takes each cost at the end of its spread that favours (high) or
 //! disfavours (low) the replacement; it is `noisy` when a cost it uses has a spread over
-//! `NOISY_SPREAD` of its median. File operations are estimated on the page-cache file, socket
-//! operations on loopback TCP, the transfers at the calibrated 4 KiB; `basis` says so.
+//! `NOISY_SPREAD` of its median. File operations are estimated on the page-cache file, reads and
+//! writes on it or on a pipe and socket operations on loopback TCP or a unix socket, whichever
+//! the calls' observed times match best (`Targets::pick`), the transfers at the calibrated
+//! 4 KiB; `basis` says so.
 
 use std::collections::BTreeMap;
 
@@ -295,11 +297,74 @@ impl Estimate {
     }
 }
 
-/// The target an op is estimated on (see module docs).
-fn target_of(op: &str) -> &'static str {
-    match op {
-        "sendmsg" | "recvmsg" => "tcp",
-        _ => "file",
+/// The kinds of file a family of ops is priced on, the default first: reads and writes on the
+/// page-cache file or a pipe, socket calls on loopback TCP or a unix socket.
+const RW_TARGETS: [&str; 2] = ["file", "pipe"];
+const SOCKET_TARGETS: [&str; 2] = ["tcp", "unix"];
+
+/// Where a cluster's ops are priced (see module docs): one kind of file for its reads and
+/// writes and one for its socket calls.
+#[derive(Debug, Clone, Copy)]
+struct Targets {
+    rw: &'static str,
+    socket: &'static str,
+}
+
+impl Default for Targets {
+    fn default() -> Targets {
+        Targets {
+            rw: RW_TARGETS[0],
+            socket: SOCKET_TARGETS[0],
+        }
+    }
+}
+
+impl Targets {
+    /// The target op `op` is estimated on.
+    fn of(&self, op: &str) -> &'static str {
+        match op {
+            "sendmsg" | "recvmsg" => self.socket,
+            "read" | "write" => self.rw,
+            _ => "file",
+        }
+    }
+
+    /// The profile does not say what a descriptor is, but the calls' observed times do: each
+    /// family is priced on the kind of file whose calibrated plain costs are nearest the
+    /// observed ones (observed mean + one crossing; least squares of the log ratios over the
+    /// family's positions), among the kinds where all of them are calibrated. Without observed
+    /// times (`--no-time`), the defaults.
+    fn pick(table: &CostTable, c: &Cluster, obs: &Observed) -> Targets {
+        let pick = |family: &[&'static str], ops: &[&str]| -> &'static str {
+            let seen: Vec<(&str, f64)> = c
+                .path
+                .iter()
+                .zip(&obs.mean_ns)
+                .filter_map(|(n, &mean)| {
+                    let (op, _) = suggest::multicall_op(&n.name)?;
+                    (ops.contains(&op) && mean > 0.0)
+                        .then_some((op, mean + table.crossing.median_ns))
+                })
+                .collect();
+            let score = |t: &str| -> Option<f64> {
+                seen.iter().try_fold(0.0, |acc, &(op, ns)| {
+                    let plain = table.op(op, t)?.plain.median_ns;
+                    (plain > 0.0).then(|| acc + (ns.ln() - plain.ln()).powi(2))
+                })
+            };
+            if seen.is_empty() {
+                return family[0];
+            }
+            family
+                .iter()
+                .filter_map(|&t| score(t).map(|s| (t, s)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map_or(family[0], |(t, _)| t)
+        };
+        Targets {
+            rw: pick(&RW_TARGETS, &["read", "write"]),
+            socket: pick(&SOCKET_TARGETS, &["sendmsg", "recvmsg"]),
+        }
     }
 }
 
@@ -341,6 +406,8 @@ struct Observed {
     mean_ns: Vec<f64>,
     /// Calls of each path position in the cluster.
     calls: Vec<f64>,
+    /// Where its ops are priced (`Targets::pick`).
+    targets: Targets,
 }
 
 fn observe(c: &Cluster, g: &Graph) -> Observed {
@@ -362,7 +429,11 @@ fn observe(c: &Cluster, g: &Graph) -> Observed {
             as f64],
         _ => vec![c.count as f64; c.path.len()],
     };
-    Observed { mean_ns, calls }
+    Observed {
+        mean_ns,
+        calls,
+        targets: Targets::default(),
+    }
 }
 
 /// The cluster's time: calls x (observed mean + one crossing), or the plain cost without times.
@@ -374,7 +445,7 @@ fn cluster_ns(table: &CostTable, c: &Cluster, obs: &Observed) -> u64 {
             obs.mean_ns[i] + table.crossing.median_ns
         } else {
             suggest::multicall_op(&n.name)
-                .and_then(|(op, _)| table.op(op, target_of(op)))
+                .and_then(|(op, _)| table.op(op, obs.targets.of(op)))
                 .map_or(table.crossing.median_ns, |o| o.plain.median_ns)
         };
         total += calls * per;
@@ -429,7 +500,7 @@ fn estimate_batch(
         let Some((op, _)) = suggest::multicall_op(&n.name) else {
             continue; // stays a plain call: no change
         };
-        let on = target_of(op);
+        let on = obs.targets.of(op);
         if !targets.contains(&on) {
             targets.push(on);
         }
@@ -507,7 +578,12 @@ fn estimate_single(
     replacement: &str,
     crossings_saved: u64,
 ) -> Result<Estimate, String> {
-    let call = single_call_name(replacement);
+    // A read -> write loop between pipes is a splice; elsewhere the file-to-file copy.
+    let call = if replacement.starts_with("copy_file_range") && obs.targets.rw == "pipe" {
+        "splice (pipe)"
+    } else {
+        single_call_name(replacement)
+    };
     if call == "splice" {
         // `suggest` names splice alone for data read from a socket: socket -> pipe -> fd, two
         // calls per chunk, which the pipe-to-pipe figure does not measure.
@@ -517,6 +593,7 @@ fn estimate_single(
                 .into(),
         );
     }
+    let call = call.strip_suffix(" (pipe)").unwrap_or(call);
     let cost = table
         .single_call(call)
         .ok_or_else(|| format!("{call} was not calibrated"))?;
@@ -648,7 +725,8 @@ fn iterations_batch(table: &CostTable, c: &Cluster, g: &Graph) -> Option<(Sugges
 }
 
 fn choose(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving, Tried) {
-    let obs = observe(c, g);
+    let mut obs = observe(c, g);
+    obs.targets = Targets::pick(table, c, &obs);
     let s = &c.suggestion;
     let mut tried: Tried = Vec::new();
     match s.kind {
@@ -1132,6 +1210,43 @@ mod tests {
             matches!(&alternatives[0].saving, Saving::Unknown { why } if why.starts_with("splice was calibrated between two pipes only")),
             "{alternatives:?}"
         );
+    }
+
+    /// A read -> write loop is priced on the kind of file its observed times match: calls of
+    /// about 800 ns (plus the 100 ns crossing) look like the pipe (900 ns plain) rather than the
+    /// file (read 1000, write 1500 + 4000 ns), and the loop's single call is then splice.
+    #[test]
+    fn the_observed_times_pick_the_kind_of_file() {
+        let mut t = table();
+        t.ops.push(op("read", "pipe", 900.0, 1100.0, 700.0));
+        t.ops.push(op("write", "pipe", 900.0, 1100.0, 700.0));
+        t.ops[2].plain = m(4000.0);
+        t.targets.insert("pipe".into(), "test pipe".into());
+        t.single_calls.push(SingleCallCost {
+            call: "splice".into(),
+            unit: "4 KiB read + write iteration".into(),
+            on: "pipe".into(),
+            plain: m(1800.0),
+            single: m(100.0),
+        });
+        let basis = |ns: u64| {
+            let a = analysis(&["read", "write"], 100, ns);
+            let (_, _, alternatives) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+            alternatives
+                .iter()
+                .map(|a| match &a.saving {
+                    Saving::Estimated(e) => e.basis.clone(),
+                    Saving::Unknown { why } => why.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join(" | ")
+        };
+        let pipe = basis(800);
+        assert!(pipe.contains("splice costs 100 ns per 4 KiB"), "{pipe}");
+        assert!(pipe.contains("on a test pipe"), "{pipe}");
+        // 2500 ns each: nearer the file's 1000 and 4000 than the pipe's 900 and 900.
+        let file = basis(2400);
+        assert!(file.contains("copy_file_range costs 900 ns"), "{file}");
     }
 
     fn a_count(names: &[&str], rounds: usize) -> u64 {
