@@ -47,4 +47,11 @@ if [ "$want" != "$have" ]; then
   npm ci --prefix "$html_dir" --no-audit --no-fund --loglevel=error >/dev/null
 fi
 
+# OTLP push tests (crates/otlp/tests, crates/cli/tests/push.rs): an OpenTelemetry Collector with the
+# OTLP receiver and the file exporter, built once with the collector builder (Go, fetched from the Go
+# module proxy when none recent enough is installed; ~8 min cold on 2 CPUs, ~600 MB of module cache)
+# into pkprof's development cache; the tests run $PKPROF_DEV_CACHE/otelcol/otelcol-pkprof.
+dev_cache="${PKPROF_DEV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pkprof-dev}"
+bash "$(dirname "${BASH_SOURCE[0]}")/otelcol/build.sh" "$dev_cache/otelcol" >/dev/null
+
 echo "setup: ok"
