@@ -185,7 +185,7 @@ impl State {
 
     fn drop_item(&mut self, item: &Item) {
         self.stats.dropped += 1;
-        self.stats.dropped_samples += item.samples;
+        self.stats.dropped_samples = self.stats.dropped_samples.saturating_add(item.samples);
     }
 
     fn refresh(&mut self) {
@@ -255,7 +255,9 @@ impl Pusher {
     /// Converts, encodes and queues one window; never waits for the network.
     pub fn push_with(&self, profile: &Profile, opts: &ConvertOptions) {
         let body = encode(profile, opts);
-        self.push_encoded(body, profile.total_samples());
+        // Saturating: a profile file may hold any count.
+        let samples = (profile.samples.iter()).fold(0u64, |n, g| n.saturating_add(g.count));
+        self.push_encoded(body, samples);
     }
 
     fn push_encoded(&self, body: Vec<u8>, samples: u64) {
@@ -383,7 +385,7 @@ fn send_loop(shared: &Shared) {
             Outcome::Sent { rejected_profiles } => {
                 st.stats.sent += 1;
                 st.stats.sent_bytes += item.body.len() as u64;
-                st.stats.sent_samples += item.samples;
+                st.stats.sent_samples = st.stats.sent_samples.saturating_add(item.samples);
                 st.stats.rejected_profiles += rejected_profiles;
                 st.stats.consecutive_failures = 0;
                 backoff = cfg.backoff_min;

@@ -1,0 +1,306 @@
+//! The pusher against a real OpenTelemetry Collector on loopback (no root needed; the collector is
+//! the one `scripts/setup.sh` builds): what the collector's file exporter wrote is decoded with
+//! serde_json alone and compared with the pkprof profiles that were pushed, sample group by
+//! sample group; and a collector killed mid-run: the caller never waits, the queue stays within
+//! its bounds, every window is sent, queued or counted as dropped, and pushing resumes when the
+//! collector is back.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use pkprof_otlp::{PushConfig, Pusher};
+use pkprof_profile::{synthetic, Bucket, FrameKind, Profile};
+use support::{Collector, Request, Val};
+
+fn tmp() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// What identifies a sample group once pushed: served pid (0: KERNEL / IDLE), leaf-first
+/// function names, and the labels (bucket, context, thread id, current pid).
+type Key = (i64, Vec<String>, String, String, i64, i64);
+
+/// OTLP's `int64` of a count (pushed values saturate).
+fn sat(v: u64) -> i128 {
+    v.min(i64::MAX as u64) as i128
+}
+
+fn expected(p: &Profile) -> HashMap<Key, i128> {
+    let mut m = HashMap::new();
+    for g in p.samples.iter().filter(|g| g.count > 0) {
+        let pid = match g.bucket {
+            Bucket::Kernel | Bucket::Idle => 0,
+            _ => g.pid as i64,
+        };
+        let mut names: Vec<String> = p.stack_frames(g.stack).map(|f| f.name.clone()).collect();
+        names.reverse();
+        let bucket = format!("{:?}", g.bucket).to_lowercase();
+        let context = match g.context {
+            pkprof_profile::Context::SoftIrq(3) => "softirq:NET_RX".to_string(),
+            c => format!("{c:?}"),
+        };
+        let key = (
+            pid,
+            names,
+            bucket,
+            context,
+            g.tid as i64,
+            g.current_pid as i64,
+        );
+        *m.entry(key).or_insert(0) += sat(g.count);
+    }
+    m
+}
+
+fn pushed(r: &Request) -> HashMap<Key, i128> {
+    let mut m = HashMap::new();
+    for res in &r.resources {
+        let Some(prof) = res.profile("samples") else {
+            continue;
+        };
+        for s in &prof.samples {
+            let names = s.frames.iter().flat_map(|f| f.functions.clone()).collect();
+            let get_str = |k: &str| s.attrs.get(k).and_then(Val::str).unwrap_or("").to_owned();
+            let get_int = |k: &str| s.attrs.get(k).and_then(Val::int).unwrap_or(0);
+            let context = get_str("pkprof.context");
+            // Only NET_RX keeps its report name in `expected`; the others compare by variant.
+            let context = match context.as_str() {
+                "softirq:NET_RX" => context,
+                "user" => "User".into(),
+                "syscall" => "Syscall".into(),
+                "kernel-task" => "KernelTask".into(),
+                "kworker" => "Kworker".into(),
+                "hardirq" => "HardIrq".into(),
+                "idle" => "Idle".into(),
+                other => match other.strip_prefix("softirq:") {
+                    Some(name) => {
+                        const NAMES: [&str; 10] = [
+                            "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET",
+                            "SCHED", "HRTIMER", "RCU",
+                        ];
+                        let v = NAMES.iter().position(|n| *n == name).map_or_else(
+                            || name.trim_start_matches("vec").parse::<u8>().unwrap(),
+                            |v| v as u8,
+                        );
+                        format!("SoftIrq({v})")
+                    }
+                    None => panic!("unknown context {other}"),
+                },
+            };
+            let key = (
+                res.pid().unwrap_or(0),
+                names,
+                get_str("pkprof.bucket"),
+                context,
+                get_int("thread.id"),
+                get_int("pkprof.current_pid"),
+            );
+            assert_eq!(s.values.len(), 1);
+            *m.entry(key).or_insert(0) += s.values[0] as i128;
+        }
+    }
+    m
+}
+
+fn push_one(c: &Collector, p: &Profile) -> Request {
+    let pusher = Pusher::start(PushConfig::new(&c.endpoint())).unwrap();
+    pusher.push(p);
+    let stats = pusher.shutdown(Duration::from_secs(20));
+    assert_eq!(
+        (stats.sent, stats.dropped, stats.failures),
+        (1, 0, 0),
+        "{stats:?}"
+    );
+    let mut r = c.wait_for_requests(1, Duration::from_secs(10));
+    assert_eq!(r.len(), 1, "the collector wrote one request");
+    r.remove(0)
+}
+
+/// Everything of the profile the collector should have kept, checked field by field.
+fn check(p: &Profile, r: &Request) {
+    assert_eq!(pushed(r), expected(p), "sample groups differ");
+    let total: i128 = r
+        .resources
+        .iter()
+        .filter_map(|res| res.profile("samples"))
+        .map(|p| p.total())
+        .sum();
+    assert_eq!(total, p.samples.iter().map(|g| sat(g.count)).sum::<i128>());
+    for res in &r.resources {
+        assert_eq!(res.scope, "pkprof");
+        assert_eq!(
+            res.attrs.get("host.name").and_then(Val::str),
+            Some(p.meta.hostname.as_str())
+        );
+        if let Some(s) = res.profile("samples") {
+            assert_eq!(s.sample_type, ("samples".into(), "count".into()));
+            assert_eq!(s.period_type, ("cpu".into(), "nanoseconds".into()));
+            assert_eq!(s.period as u64, p.meta.period_ns);
+            assert_eq!(s.time_unix_nano, p.meta.start_unix_ns);
+        }
+        let Some(pid) = res.pid() else { continue };
+        let info = p.processes.iter().find(|i| i.pid as i64 == pid);
+        // The exact CPU time: own time (maybe by mode) and served time, as the accounting had it.
+        match (info, res.profile("cpu")) {
+            (Some(info), Some(cpu)) => {
+                assert_eq!(cpu.sample_type, ("cpu".into(), "nanoseconds".into()));
+                let want = info.task_ns as i128 + info.served_ns as i128;
+                if want < i64::MAX as i128 {
+                    assert_eq!(cpu.total(), want);
+                } else {
+                    assert!(cpu.total() >= i64::MAX as i128);
+                }
+                assert!(cpu.samples.iter().all(|s| s.frames.is_empty()));
+                if info.exe.starts_with('/') {
+                    assert_eq!(
+                        res.attrs.get("process.executable.path").and_then(Val::str),
+                        Some(info.exe.as_str())
+                    );
+                    assert_eq!(
+                        res.attrs.get("process.executable.name").and_then(Val::str),
+                        info.exe.rsplit('/').next()
+                    );
+                }
+            }
+            (Some(info), None) => assert_eq!(info.task_ns + info.served_ns, 0),
+            (None, cpu) => assert!(cpu.is_none()),
+        }
+    }
+    // Every frame's kind and build-id, by (module, name).
+    let mut kinds: HashMap<(&str, &str), (&str, &str)> = HashMap::new();
+    for f in &p.frames {
+        let kind = match f.kind {
+            FrameKind::User => "native",
+            FrameKind::Kernel => "kernel",
+            FrameKind::Syscall => "syscall",
+            FrameKind::Truncated => "abort-marker",
+        };
+        kinds.insert(
+            (f.module.as_str(), f.name.as_str()),
+            (kind, f.build_id.as_str()),
+        );
+    }
+    let mut frames = 0;
+    for s in r
+        .resources
+        .iter()
+        .flat_map(|r| &r.profiles)
+        .flat_map(|p| &p.samples)
+    {
+        for f in &s.frames {
+            // The location's kind is its outermost function's (the one others were inlined into).
+            let outer = f.functions.last().unwrap();
+            let (kind, build_id) = kinds[&(f.mapping_file.as_str(), outer.as_str())];
+            assert_eq!(
+                f.attrs.get("profile.frame.type").and_then(Val::str),
+                Some(kind)
+            );
+            let got = f.mapping_attrs.get("process.executable.build_id.gnu");
+            assert_eq!(got.and_then(Val::str).unwrap_or(""), build_id);
+            frames += 1;
+        }
+    }
+    assert!(frames > 0);
+}
+
+#[test]
+fn every_sample_group_reaches_the_collector() {
+    let c = Collector::start(tmp(), "groups");
+    // Every variant (contexts, buckets, inlined frames, truncated stacks, build-ids, unicode)...
+    let rich = synthetic::rich();
+    check(&rich, &push_one(&c, &rich));
+    let inlined = rich.frames.iter().filter(|f| f.inlined).count();
+    assert!(inlined > 0, "rich() has inlined frames");
+    // ... and volume: 5,000 sample groups over 800 stacks.
+    let c = Collector::start(tmp(), "volume");
+    let big = synthetic::synthetic(5_000, 800, 400, 7);
+    check(&big, &push_one(&c, &big));
+}
+
+/// A window of the stream: a small synthetic profile whose start time names it.
+fn window(i: u64) -> Profile {
+    let mut p = synthetic::synthetic(300, 60, 80, i);
+    p.meta.start_unix_ns = 1_000_000_000 * (1_000 + i);
+    p.meta.end_unix_ns = p.meta.start_unix_ns + 10_000_000_000;
+    p
+}
+
+fn window_of(r: &Request) -> u64 {
+    let t = r
+        .resources
+        .iter()
+        .flat_map(|r| &r.profiles)
+        .map(|p| p.time_unix_nano)
+        .next()
+        .expect("a profile");
+    t / 1_000_000_000 - 1_000
+}
+
+#[test]
+fn collector_down_mid_run_drops_counted_and_push_resumes() {
+    let mut c = Collector::start(tmp(), "down");
+    let cap = 4;
+    let mut config = PushConfig::new(&c.endpoint());
+    config.queue_windows = cap;
+    config.timeout = Duration::from_secs(2);
+    config.backoff_min = Duration::from_millis(50);
+    config.backoff_max = Duration::from_millis(400);
+    let pusher = Pusher::start(config.clone()).unwrap();
+    let mut slowest = Duration::ZERO;
+    let mut push = |i: u64| {
+        let w = window(i);
+        let t = Instant::now();
+        pusher.push(&w);
+        slowest = slowest.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(40));
+    };
+    // Up: five windows go through.
+    for i in 0..5 {
+        push(i);
+    }
+    assert!(pusher.flush(Duration::from_secs(10)));
+    assert_eq!(c.wait_for_requests(5, Duration::from_secs(10)).len(), 5);
+    // Down: twenty more; the queue holds the newest `cap`, the rest are counted as dropped.
+    c.stop();
+    for i in 5..25 {
+        push(i);
+    }
+    let s = pusher.stats();
+    eprintln!("while down: {s:?}");
+    assert_eq!(s.windows, 25);
+    assert!(s.queued <= cap as u64, "{s:?}");
+    assert!(s.queued_bytes <= config.queue_bytes as u64);
+    assert_eq!(s.sent + s.dropped + s.queued, s.windows, "{s:?}");
+    assert!(s.dropped >= 20 - cap as u64 - 1, "{s:?}");
+    assert!(s.dropped_samples >= s.dropped * 300, "{s:?}");
+    assert!(s.failures >= 1 && s.consecutive_failures >= 1, "{s:?}");
+    assert!(s.last_error.is_some());
+    // Up again: what was queued arrives, and new windows too.
+    c.restart();
+    push(25);
+    assert!(
+        pusher.flush(Duration::from_secs(20)),
+        "{:?}",
+        pusher.stats()
+    );
+    let s = pusher.stats();
+    eprintln!("after restart: {s:?}, slowest push {slowest:?}");
+    assert_eq!(s.consecutive_failures, 0);
+    assert_eq!(s.sent + s.dropped, 26, "{s:?}");
+    let got: Vec<u64> = c
+        .wait_for_requests(s.sent as usize, Duration::from_secs(10))
+        .iter()
+        .map(window_of)
+        .collect();
+    // The first five, then the newest windows of the outage (oldest dropped first), then 25.
+    let mut want: Vec<u64> = (0..5).collect();
+    want.extend(26 - (s.sent - 5)..26);
+    assert_eq!(got, want);
+    // The caller never waited on the network (encoding a window takes a few ms).
+    assert!(
+        slowest < Duration::from_millis(500),
+        "a push took {slowest:?}"
+    );
+}
