@@ -391,14 +391,14 @@ fn send_loop(shared: &Shared) {
                 backoff = cfg.backoff_min;
             }
             Outcome::Refused(e) => {
-                tracing::warn!("OTLP push refused: {e}");
+                tracing::debug!("OTLP push refused: {e}");
                 st.stats.rejected += 1;
                 st.stats.last_error = Some(e);
                 st.stats.consecutive_failures = 0;
             }
             Outcome::Retry(e) => {
                 if st.stats.consecutive_failures == 0 {
-                    tracing::warn!("OTLP push failed, retrying with back-off: {e}");
+                    tracing::debug!("OTLP push failed, retrying with back-off: {e}");
                 }
                 st.stats.failures += 1;
                 st.stats.consecutive_failures += 1;
