@@ -112,55 +112,95 @@ pub struct PushStats {
 }
 
 impl PushStats {
-    /// The counts as (metric name, help, value), for `/metrics` and `ctl status`.
-    pub fn metrics(&self) -> Vec<(&'static str, &'static str, u64)> {
+    /// The counts as (metric name, help, type, value), for `/metrics`.
+    pub fn metrics(&self) -> Vec<(&'static str, &'static str, &'static str, u64)> {
+        let c = "counter";
+        let g = "gauge";
         vec![
             (
                 "pkprof_push_windows_total",
                 "Windows handed to the OTLP pusher",
+                c,
                 self.windows,
             ),
             (
                 "pkprof_push_sent_total",
                 "Windows the collector accepted",
+                c,
                 self.sent,
             ),
             (
                 "pkprof_push_sent_bytes_total",
                 "Encoded bytes the collector accepted",
+                c,
                 self.sent_bytes,
             ),
             (
                 "pkprof_push_dropped_total",
                 "Windows dropped: queue full or shut down",
+                c,
                 self.dropped,
             ),
             (
                 "pkprof_push_dropped_samples_total",
                 "Samples of the dropped windows",
+                c,
                 self.dropped_samples,
             ),
             (
                 "pkprof_push_rejected_total",
                 "Windows the collector refused (HTTP 4xx)",
+                c,
                 self.rejected,
             ),
             (
                 "pkprof_push_failures_total",
                 "Failed push attempts (retried)",
+                c,
                 self.failures,
             ),
             (
                 "pkprof_push_queued",
                 "Windows waiting to be pushed",
+                g,
                 self.queued,
             ),
             (
                 "pkprof_push_queued_bytes",
                 "Encoded bytes waiting to be pushed",
+                g,
                 self.queued_bytes,
             ),
         ]
+    }
+
+    /// The metrics in the Prometheus text format (HELP, TYPE and value lines).
+    pub fn prometheus(&self) -> String {
+        let mut out = String::new();
+        for (name, help, kind, v) in self.metrics() {
+            out += &format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n");
+        }
+        out
+    }
+
+    /// One line for a status display: sent, queued, dropped, and the collector's state.
+    pub fn status_line(&self) -> String {
+        let mut line = format!(
+            "{} windows sent, {} queued ({} bytes), {} dropped ({} samples), {} rejected",
+            self.sent,
+            self.queued,
+            self.queued_bytes,
+            self.dropped,
+            self.dropped_samples,
+            self.rejected
+        );
+        match &self.last_error {
+            Some(e) if self.consecutive_failures > 0 => {
+                line += &format!("; failing ({} in a row): {e}", self.consecutive_failures)
+            }
+            _ => {}
+        }
+        line
     }
 }
 

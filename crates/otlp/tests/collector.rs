@@ -277,6 +277,9 @@ fn collector_down_mid_run_drops_counted_and_push_resumes() {
     assert!(s.dropped_samples >= s.dropped * 300, "{s:?}");
     assert!(s.failures >= 1 && s.consecutive_failures >= 1, "{s:?}");
     assert!(s.last_error.is_some());
+    let metrics = s.prometheus();
+    assert!(metrics.contains(&format!("\npkprof_push_dropped_total {}\n", s.dropped)));
+    assert!(s.status_line().contains("failing"), "{}", s.status_line());
     // Up again: what was queued arrives, and new windows too.
     c.restart();
     push(25);
@@ -303,4 +306,113 @@ fn collector_down_mid_run_drops_counted_and_push_resumes() {
         slowest < Duration::from_millis(500),
         "a push took {slowest:?}"
     );
+}
+
+/// A server that answers each request with the next of `answers` (status, body), then closes.
+fn fake_collector(answers: Vec<(u16, &'static [u8])>) -> (String, std::thread::JoinHandle<usize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let t = std::thread::spawn(move || {
+        let mut served = 0;
+        for (status, body) in answers {
+            let (mut s, _) = listener.accept().unwrap();
+            // Read the request: headers, then Content-Length bytes of body.
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let body_len = loop {
+                let n = s.read(&mut chunk).unwrap();
+                assert!(n > 0, "request cut short");
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                    assert!(head.contains("content-encoding: gzip"), "{head}");
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map(|v| v.trim().parse().unwrap())
+                        .expect("content-length");
+                    break end + 4 + len;
+                }
+            };
+            while buf.len() < body_len {
+                let n = s.read(&mut chunk).unwrap();
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let head = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            s.write_all(body).unwrap();
+            served += 1;
+        }
+        served
+    });
+    (url, t)
+}
+
+#[test]
+fn collector_answering_5xx_garbage_or_4xx() {
+    // 503: retried; 200 with a body that is no protobuf: sent (nothing said rejected); 400: the
+    // collector will never take it: dropped, counted as rejected, not retried.
+    let (url, server) = fake_collector(vec![
+        (503, b"busy"),
+        (200, b"\xff\xff\xff garbage"),
+        (400, b"bad request"),
+    ]);
+    let mut config = PushConfig::new(&url);
+    config.backoff_min = Duration::from_millis(20);
+    let pusher = Pusher::start(config).unwrap();
+    pusher.push(&window(1));
+    assert!(pusher.flush(Duration::from_secs(10)));
+    pusher.push(&window(2));
+    assert!(pusher.flush(Duration::from_secs(10)));
+    let s = pusher.shutdown(Duration::from_secs(1));
+    assert_eq!(server.join().unwrap(), 3);
+    eprintln!("{s:?}\n{}", s.status_line());
+    assert_eq!(
+        (s.windows, s.sent, s.failures, s.rejected, s.dropped),
+        (2, 1, 1, 1, 0)
+    );
+    assert!(s
+        .last_error
+        .as_deref()
+        .unwrap()
+        .contains("HTTP 400 bad request"));
+    let metrics = s.prometheus();
+    assert!(
+        metrics.contains("\npkprof_push_rejected_total 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("\npkprof_push_failures_total 1\n"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn queue_bytes_bound_memory_while_nobody_answers() {
+    let size = pkprof_otlp::encode(&window(0), &Default::default()).len();
+    let mut config = PushConfig::new(&format!("http://127.0.0.1:{}", support::free_port()));
+    config.queue_windows = 100;
+    config.queue_bytes = size * 5 / 2;
+    config.backoff_min = Duration::from_millis(20);
+    let pusher = Pusher::start(config.clone()).unwrap();
+    for i in 0..30 {
+        pusher.push(&window(i));
+        let s = pusher.stats();
+        // The queue's bytes, plus the one window the sender holds while it tries.
+        assert!(
+            s.queued_bytes as usize <= config.queue_bytes + 2 * size,
+            "{s:?}"
+        );
+    }
+    // A window larger than the whole queue is dropped at once.
+    pusher.push(&synthetic::synthetic(20_000, 2_000, 1_000, 3));
+    let s = pusher.shutdown(Duration::ZERO);
+    eprintln!("{s:?}");
+    assert_eq!((s.windows, s.sent, s.queued), (31, 0, 0));
+    assert_eq!(s.dropped, 31);
+    assert!(s.failures >= 1);
 }
