@@ -23,13 +23,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+type FastMap<K, V> = crate::dictionary::HashMap<K, V>;
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::profiles::v1development::{
     Line, Profile as OtlpProfile, ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use pkprof_profile::{Bucket, Frame, FrameKind, ProcessInfo, Profile, SampleGroup, StackId};
+use pkprof_profile::{
+    Bucket, Frame, FrameId, FrameKind, ProcessInfo, Profile, SampleGroup, StackId,
+};
 use pkprof_report::names::{bucket_name, context_name};
 
 use crate::dictionary::Dictionary;
@@ -287,10 +290,12 @@ fn cpu_time_samples(dict: &mut Dictionary, p: &ProcessInfo) -> Vec<Sample> {
         .collect()
 }
 
-/// Stacks converted once per window, by pkprof stack id.
+/// Stacks converted once per window, by pkprof stack id, and locations once per frame group (a
+/// frame and the frames inlined into it), by pkprof frame ids.
 #[derive(Default)]
 struct StackCache {
-    done: HashMap<StackId, i32>,
+    done: FastMap<StackId, i32>,
+    locations: FastMap<Vec<FrameId>, i32>,
 }
 
 impl StackCache {
@@ -298,17 +303,28 @@ impl StackCache {
         if let Some(i) = self.done.get(&id) {
             return *i;
         }
-        let frames: Vec<&Frame> = profile.stack_frames(id).collect();
+        let ids = &profile.stacks[id as usize].frames;
+        let frame = |f: &FrameId| &profile.frames[*f as usize];
         // Root first in pkprof, an inlined frame right after the frame it was inlined into: group
         // each frame with the inlined frames that follow it into one location.
         let mut locations = Vec::new();
         let mut i = 0;
-        while i < frames.len() {
+        while i < ids.len() {
             let mut j = i + 1;
-            while j < frames.len() && frames[j].inlined {
+            while j < ids.len() && frame(&ids[j]).inlined {
                 j += 1;
             }
-            locations.push(location(dict, &frames[i..j]));
+            let group = &ids[i..j];
+            let loc = match self.locations.get(group) {
+                Some(l) => *l,
+                None => {
+                    let frames: Vec<&Frame> = group.iter().map(frame).collect();
+                    let l = location(dict, &frames);
+                    self.locations.insert(group.to_vec(), l);
+                    l
+                }
+            };
+            locations.push(loc);
             i = j;
         }
         locations.reverse();

@@ -1,7 +1,6 @@
 //! The request's `ProfilesDictionary`: interned strings, attributes, mappings, functions,
 //! locations and stacks, each table starting with its empty value at index 0 as OTLP requires.
 
-use std::collections::HashMap;
 use std::hash::Hash;
 
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue};
@@ -16,6 +15,10 @@ pub(crate) enum Value {
     Int(i64),
 }
 
+/// The tables' hash map: foldhash (SipHash of the strings was most of a conversion's time), with a
+/// fixed seed so that requests are the same run after run.
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+
 /// One table with its index: `intern` returns the index of an equal entry, adding it if new.
 struct Table<K, V> {
     index: HashMap<K, i32>,
@@ -25,7 +28,7 @@ struct Table<K, V> {
 impl<K: Eq + Hash, V: Default> Table<K, V> {
     fn new() -> Self {
         Table {
-            index: HashMap::new(),
+            index: HashMap::default(),
             rows: vec![V::default()],
         }
     }
