@@ -32,7 +32,7 @@ if [ -z "$go_bin" ]; then
     echo "otelcol: fetching Go ($toolchain) from the Go module proxy" >&2
     mkdir -p "$cache/toolchain"
     curl -fsSL "https://proxy.golang.org/golang.org/toolchain/@v/$toolchain.zip" -o "$cache/toolchain/go.zip"
-    (cd "$cache/toolchain" && python3 -m zipfile -e go.zip . && rm go.zip)
+    (cd "$cache/toolchain" && unzip -q -o go.zip && rm go.zip)
     chmod +x "$tdir"/bin/* "$tdir"/pkg/tool/*/*
   fi
   go_bin="$tdir/bin/go"
