@@ -507,3 +507,33 @@ fn send(agent: &ureq::Agent, url: &str, body: &[u8]) -> Outcome {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_to_url() {
+        let url = |e: &str| PushConfig::new(e).url();
+        assert_eq!(url("http://h:4318"), "http://h:4318/v1development/profiles");
+        assert_eq!(
+            url("http://h:4318/"),
+            "http://h:4318/v1development/profiles"
+        );
+        assert_eq!(
+            url("http://h:4318/custom/path"),
+            "http://h:4318/custom/path"
+        );
+        assert!(matches!(
+            Pusher::start(PushConfig::new("https://h:4318")),
+            Err(PushError::Endpoint(_))
+        ));
+        assert!(matches!(
+            Pusher::start(PushConfig::new("http://")),
+            Err(PushError::Endpoint(_))
+        ));
+        let mut c = PushConfig::new("http://h:1");
+        c.queue_windows = 0;
+        assert!(matches!(Pusher::start(c), Err(PushError::Queue)));
+    }
+}
