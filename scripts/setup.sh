@@ -10,6 +10,8 @@ need_root
 apt_pkgs=(clang llvm bpftool libbpf-dev bpftrace libelf-dev zlib1g-dev pkg-config make gcc iproute2 linux-perf prometheus tmux curl strace graphviz tar xz-utils)
 # The man pages are checked with man -l, the zsh and fish completions by those shells.
 apt_pkgs+=(man-db zsh fish)
+# unzip: the Go toolchain fetched from the Go module proxy to build the OpenTelemetry Collector.
+apt_pkgs+=(unzip)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -46,5 +48,12 @@ if [ "$want" != "$have" ]; then
   echo "setup: installing playwright-core $want into crates/report/tests/html"
   npm ci --prefix "$html_dir" --no-audit --no-fund --loglevel=error >/dev/null
 fi
+
+# OTLP push tests (crates/otlp/tests, crates/cli/tests/push.rs): an OpenTelemetry Collector with the
+# OTLP receiver and the file exporter, built once with the collector builder (Go, fetched from the Go
+# module proxy when none recent enough is installed; ~8 min cold on 2 CPUs, ~600 MB of module cache)
+# into pkprof's development cache; the tests run $PKPROF_DEV_CACHE/otelcol/otelcol-pkprof.
+dev_cache="${PKPROF_DEV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pkprof-dev}"
+bash "$(dirname "${BASH_SOURCE[0]}")/otelcol/build.sh" "$dev_cache/otelcol" >/dev/null
 
 echo "setup: ok"

@@ -48,6 +48,47 @@ pub enum Command {
     /// Print the man page pkprof(1), or write it and one page per subcommand into a directory.
     #[command(after_help = MAN_EXAMPLES)]
     Man(ManArgs),
+    /// Send recorded profiles to an OpenTelemetry Collector as OTLP profiles (OTLP/HTTP, gzip).
+    #[command(after_help = PUSH_EXAMPLES)]
+    Push(PushArgs),
+}
+
+const PUSH_EXAMPLES: &str = "Examples:
+  pkprof push --otlp http://127.0.0.1:4318 app.data      one request per file
+  pkprof push --otlp http://collector:4318/v1development/profiles a.data b.data
+Each file becomes one ExportProfilesServiceRequest: a resource per process (process.pid,
+process.executable.name/path, host.name), the samples with pkprof's labels as attributes, and the
+exact CPU time per process as a second profile. A collector that does not answer is retried with
+back-off until --timeout; then pkprof says how many were sent and exits 1.";
+
+#[derive(Args)]
+pub struct PushArgs {
+    /// The collector's OTLP/HTTP endpoint: http://HOST:PORT (the path /v1development/profiles is
+    /// added) or the full URL.
+    #[arg(long = "otlp", value_name = "URL")]
+    otlp: String,
+    /// Profiles written by `pkprof record`.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Give up after this many seconds of retrying.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    timeout: f64,
+}
+
+impl PushArgs {
+    pub fn into_options(self) -> Result<crate::push::PushOptions, String> {
+        if !(self.timeout.is_finite() && self.timeout > 0.0 && self.timeout <= 86400.0) {
+            return Err(format!(
+                "--timeout {}: give seconds between 0 and 86400",
+                self.timeout
+            ));
+        }
+        Ok(crate::push::PushOptions {
+            endpoint: self.otlp,
+            files: self.files,
+            timeout: std::time::Duration::from_secs_f64(self.timeout),
+        })
+    }
 }
 
 const COMPLETIONS_EXAMPLES: &str = "Examples:

@@ -5,6 +5,7 @@ mod cli;
 mod cli_docs;
 mod launch;
 mod output_file;
+mod push;
 mod record;
 mod report;
 mod self_usage;
@@ -32,6 +33,11 @@ fn main() {
         cli::Command::Syscalls(sc) => syscalls::run(sc.into_options()),
         cli::Command::Completions(c) => cli_docs::completions(c.shell).map(|()| 0),
         cli::Command::Man(m) => cli_docs::man(m.dir.as_deref()).map(|()| 0),
+        cli::Command::Push(p) => p
+            .into_options()
+            .map_err(anyhow::Error::msg)
+            .and_then(push::run)
+            .map(|()| 0),
     };
     match result {
         Ok(0) => {}
