@@ -523,7 +523,7 @@ struct SelectArgs {
     /// Fold routines whose name matches REGEX into one named NAME (repeatable; first match wins).
     #[arg(long = "group", value_name = "NAME=REGEX")]
     groups: Vec<String>,
-    /// Split DCPI tables by process, thread, bucket, context or cgroup.
+    /// Split DCPI tables by process, thread, bucket, context, cgroup, container or (systemd) unit.
     #[arg(long, value_name = "KEY")]
     by: Option<pkprof_report::select::ByKey>,
     /// Leave out rows and entries under this percentage.
