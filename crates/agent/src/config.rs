@@ -229,6 +229,38 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A point in time for `--since`, `--until`, `--range`: a duration ago (`1h`, `90m`), `now`, or
+/// `@SECONDS` since the Unix epoch. Returns Unix-epoch nanoseconds, given `now_ns`.
+pub fn parse_when(s: &str, now_ns: u64) -> Result<u64, String> {
+    let s = s.trim();
+    if s == "now" {
+        return Ok(now_ns);
+    }
+    if let Some(abs) = s.strip_prefix('@') {
+        let secs: f64 = abs
+            .parse()
+            .map_err(|_| format!("{s:?}: expected @SECONDS since the Unix epoch"))?;
+        if !(0.0..1e11).contains(&secs) {
+            return Err(format!("{s:?}: out of range"));
+        }
+        return Ok((secs * 1e9) as u64);
+    }
+    let ago = parse_duration(s).map_err(|e| format!("{e}, `now` or @UNIX_SECONDS"))?;
+    Ok(now_ns.saturating_sub(ago.as_nanos() as u64))
+}
+
+/// `FROM..TO` (each as [`parse_when`]), e.g. `2h..1h`, `1h..now`; FROM must not be after TO.
+pub fn parse_range(s: &str, now_ns: u64) -> Result<(u64, u64), String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("{s:?}: expected FROM..TO, e.g. 2h..1h or 1h..now"))?;
+    let (a, b) = (parse_when(a, now_ns)?, parse_when(b, now_ns)?);
+    if a > b {
+        return Err(format!("{s:?}: FROM is after TO"));
+    }
+    Ok((a, b))
+}
+
 /// `1GiB`, `512MiB`, `64KiB`, `1G`, `100M`, or plain bytes.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -428,6 +460,23 @@ mod tests {
         assert_eq!(parse_size("4096"), Ok(4096));
         assert!(parse_size("1PB").is_err());
         assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn points_in_time_and_ranges() {
+        let now = 10_000 * 1_000_000_000u64;
+        assert_eq!(parse_when("now", now), Ok(now));
+        assert_eq!(parse_when("1h", now), Ok(now - 3600 * 1_000_000_000));
+        assert_eq!(parse_when("@5", now), Ok(5_000_000_000));
+        assert_eq!(
+            parse_range("2h..1h", now),
+            Ok((now - 7200 * 1_000_000_000, now - 3600 * 1_000_000_000))
+        );
+        assert!(parse_range("1h..2h", now)
+            .unwrap_err()
+            .contains("FROM is after TO"));
+        assert!(parse_range("1h", now).is_err());
+        assert!(parse_when("yesterday", now).is_err());
     }
 
     #[test]

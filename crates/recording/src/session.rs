@@ -221,9 +221,26 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         };
         let mut window = std::mem::replace(&mut self.rec, fresh);
         self.rec.processes.retain(|_, p| !p.exited);
+        let live = &self.rec.processes;
+        self.captures.retain(|pid, _| live.contains_key(pid));
         window.held_expired = expired - self.expired_before;
         self.expired_before = expired;
         Ok(window)
+    }
+
+    /// The kernel side, between steps (the agent reads its loss counts at a window's end).
+    pub fn kernel_mut(&mut self) -> &mut K {
+        self.kernel
+    }
+
+    /// The processes' maps and symbolizer, between steps (the agent symbolizes each window).
+    pub fn maps_mut(&mut self) -> &mut M {
+        self.maps
+    }
+
+    /// The accounting's latest read (totals since attach), for live outputs.
+    pub fn last_frame(&self) -> Option<&Interval> {
+        self.rec.last_frame.as_ref()
     }
 
     /// Samples and stack groups in memory now, and samples dropped by the aggregate's limits.
