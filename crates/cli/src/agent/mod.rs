@@ -86,9 +86,11 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
         bpf_stats: true,
         record: Some(RecordConfig {
             frequency_hz: config.frequency_hz,
+            // Four seconds of samples (`ring_bytes` sizes a quarter second), 8 to 256 MiB: the
+            // ring must hold what comes while a window is being symbolized and written.
             ring_bytes: crate::record::ring_bytes(
                 None,
-                config.frequency_hz,
+                config.frequency_hz * 16,
                 cpus,
                 config.stack_bytes,
             ),
@@ -112,6 +114,9 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
         lines: false,
         unwind_memory_bytes: (pkprof_symbolize::DEFAULT_UNWIND_MEMORY_MIB as usize) << 20,
     }));
+    // The kernel's symbols read once now (the first window would otherwise pay for it while
+    // the ring fills); JIT code of BPF programs loaded later is named `[bpf]+0x...`.
+    symbolizer.0.snapshot_kernel_symbols();
     let bpf_stats = collector.bpf_stats_enabled();
     let mut kernel = Kernel::new(&mut collector);
     let tag_expire = Duration::from_secs_f64(pkprof_collect::DEFAULT_TAG_EXPIRE_S);
@@ -203,6 +208,7 @@ type AgentSession<'a, 'c> = Session<'a, Kernel<'c>, Symbolizing>;
 impl Windows {
     /// Closes the open window and hands it to the sinks.
     fn close(&mut self, session: &mut AgentSession<'_, '_>) -> Result<()> {
+        let closing = Instant::now();
         let mut recorded = session.take_window()?;
         let end_unix_ns = meta::unix_ns();
         let start_unix_ns = std::mem::replace(&mut self.start_unix_ns, end_unix_ns);
@@ -287,7 +293,8 @@ impl Windows {
             .filter(|id| *id != 0)
             .collect();
         profile.cgroups = self.cgroups.paths(&ids);
-        self.health.closed(&profile, dropped, own_cpu);
+        self.health
+            .closed(&profile, dropped, own_cpu, closing.elapsed());
         match &mut self.store {
             Some(st) => {
                 if let Err(e) = st.write(&profile, end_unix_ns) {

@@ -2,7 +2,7 @@
 //! `/metrics` (uptime, windows, samples, losses, memory, own CPU, BPF run time, store, sinks).
 
 use std::fmt::Write as _;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pkprof_agent::{Config, MemoryWindows, Store, WindowSink};
 use pkprof_profile::Profile;
@@ -26,6 +26,8 @@ pub struct Health {
     last_window_ns: u64,
     store_errors: u64,
     last_store_error: Option<String>,
+    /// How long closing the last window took (symbolizing, writing).
+    last_close: Duration,
 }
 
 impl Health {
@@ -45,6 +47,7 @@ impl Health {
             last_window_ns: 0,
             store_errors: 0,
             last_store_error: None,
+            last_close: Duration::ZERO,
         }
     }
 
@@ -52,7 +55,8 @@ impl Health {
         self.open = (stacks, groups, dropped);
     }
 
-    pub fn closed(&mut self, p: &Profile, dropped: u64, own_cpu_ns: u64) {
+    pub fn closed(&mut self, p: &Profile, dropped: u64, own_cpu_ns: u64, took: Duration) {
+        self.last_close = took;
         self.windows += 1;
         self.samples += p.total_samples();
         self.dropped += dropped;
@@ -112,8 +116,14 @@ impl Health {
         );
         let _ = writeln!(
             t,
-            "windows      {} closed; open window: {} stacks, {} groups (limits {} / {})",
-            self.windows, self.open.0, self.open.1, c.limits.max_stacks, c.limits.max_groups
+            "windows      {} closed (the last in {:.0} ms); open window: {} stacks, {} groups \
+             (limits {} / {})",
+            self.windows,
+            self.last_close.as_secs_f64() * 1e3,
+            self.open.0,
+            self.open.1,
+            c.limits.max_stacks,
+            c.limits.max_groups
         );
         let _ = writeln!(
             t,
