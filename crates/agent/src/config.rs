@@ -520,6 +520,14 @@ mod tests {
         assert_eq!(c.listen, Some(SocketAddr::from(([127, 0, 0, 1], 9999))));
     }
 
+    /// The documented example file (packaging/agent.toml) parses and says the defaults.
+    #[test]
+    fn the_packaged_file_is_the_defaults() {
+        let text = include_str!("../../../packaging/agent.toml");
+        let c = Config::parse(text, &Overrides::default()).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
     #[test]
     fn bad_values_are_one_line_naming_the_key() {
         let cases = [
