@@ -75,7 +75,7 @@ pub enum CtlError {
     InUse(PathBuf),
     #[error("cannot create the control socket {path}: {source}")]
     Bind { path: PathBuf, source: io::Error },
-    #[error("no agent is listening on {path} ({source})")]
+    #[error("no agent is listening on {path}: {source}")]
     NoAgent { path: PathBuf, source: io::Error },
     #[error("permission denied on {0}: only root may control the agent")]
     NotRoot(PathBuf),

@@ -645,7 +645,7 @@ pub struct ReportArgs {
     #[arg(required_unless_present = "store")]
     file: Option<PathBuf>,
     #[command(flatten)]
-    store: StoreArgs,
+    from_store: StoreArgs,
     /// Name frames of stripped binaries from separate debug files in DIR (repeatable): by
     /// build-id (DIR/.build-id/xx/rest.debug), else by the binary's .gnu_debuglink name in DIR or
     /// DIR/.debug/.
@@ -804,10 +804,17 @@ impl SelectArgs {
 impl ReportArgs {
     pub fn into_options(self) -> ReportOptions {
         ReportOptions {
-            file: self.store.store.clone().or(self.file).unwrap_or_default(),
-            store: self.store.store.map(|_| crate::report::StoreRange {
-                since: self.store.since,
-                until: self.store.until,
+            file: self
+                .from_store
+                .store
+                .clone()
+                .or(self.file)
+                .unwrap_or_default(),
+            range_without_store: self.from_store.store.is_none()
+                && (self.from_store.since.is_some() || self.from_store.until.is_some()),
+            store: self.from_store.store.map(|_| crate::report::StoreRange {
+                since: self.from_store.since,
+                until: self.from_store.until,
             }),
             symbols: self.symbols,
             sections: Sections {

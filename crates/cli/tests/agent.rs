@@ -227,14 +227,19 @@ fn agent_windows_store_control_and_containers() {
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    // A client that is not root: refused.
+    // A client that is not root: refused (a copy of pkprof it can run: the build tree may sit
+    // under a directory only root can enter).
+    let public = std::env::temp_dir().join(format!("pkprof-agent-nobody-{}", std::process::id()));
+    std::fs::copy(pkprof_bin(), &public).expect("copy pkprof");
+    std::fs::set_permissions(&public, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let o = run_with_timeout(
-        Command::new(pkprof_bin())
+        Command::new(&public)
             .args(["ctl", "--socket", sock_s, "status"])
             .uid(65534)
             .gid(65534),
         Duration::from_secs(10),
     );
+    let _ = std::fs::remove_file(&public);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("only root"), "{err}");
 
@@ -397,5 +402,78 @@ fn agent_windows_store_control_and_containers() {
     ok(&["ctl", "--socket", sock_s, "flush"]);
     drop(a3);
     drop(tree);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Bad configuration and store arguments: one line naming what is wrong, a non-zero exit, nothing
+/// loaded (no root needed: each is refused before the BPF programs would load).
+#[test]
+fn bad_agent_and_store_arguments_are_one_line() {
+    let tmp =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("agent-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let bad_toml = tmp.join("bad.toml");
+    std::fs::write(
+        &bad_toml,
+        "window = \"10s\"\n[store]\nmax_age = \"forever\"\n",
+    )
+    .unwrap();
+    let none = tmp.join("none");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["agent", "--window", "0.1s"],
+            "window: must be 0.5 s to 1 h",
+        ),
+        (
+            vec!["agent", "--config", none.to_str().unwrap()],
+            "cannot read",
+        ),
+        (
+            vec!["agent", "--config", bad_toml.to_str().unwrap()],
+            "store.max_age: \"forever\" is not a duration",
+        ),
+        (vec!["agent", "--listen", "0.0.0.0:9464"], "is not loopback"),
+        (
+            vec!["report", "--since", "1h", "x.data"],
+            "give --store DIR",
+        ),
+        (
+            vec!["report", "--store", none.to_str().unwrap(), "--since", "1h"],
+            "no store at",
+        ),
+        (
+            vec![
+                "diff",
+                "--store",
+                tmp.to_str().unwrap(),
+                "--range",
+                "1h..now",
+            ],
+            "give --range FROM..TO twice",
+        ),
+        (
+            vec![
+                "diff",
+                "--store",
+                tmp.to_str().unwrap(),
+                "--range",
+                "1h..2h",
+                "--range",
+                "1h..now",
+            ],
+            "FROM is after TO",
+        ),
+        (
+            vec!["ctl", "--socket", none.to_str().unwrap(), "status"],
+            "no agent is listening",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = pkprof(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
     let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -35,6 +35,8 @@ pub struct ReportOptions {
     pub file: PathBuf,
     /// Read the windows of an agent's store in this range (`--store DIR --since 1h`).
     pub store: Option<StoreRange>,
+    /// `--since`/`--until` given with a file (refused: they select an agent's windows).
+    pub range_without_store: bool,
     /// Directories of separate debug files to name unsymbolized user frames from (`--symbols`).
     pub symbols: Vec<PathBuf>,
     /// None of them asked: flat profile and call graph.
@@ -85,6 +87,9 @@ fn load_store(dir: &Path, since_ns: u64, until_ns: u64, what: &str) -> Result<Pr
 
 /// The profile a report reads: the file, or the store's windows in the range given.
 fn load_input(opts: &ReportOptions) -> Result<Profile> {
+    if opts.range_without_store {
+        bail!("--since and --until select windows of an agent's store: give --store DIR");
+    }
     let Some(range) = &opts.store else {
         return load(&opts.file);
     };
