@@ -397,9 +397,30 @@ fn agent_windows_store_control_and_containers() {
     drop(a2);
     assert!(sock.exists(), "a killed agent cannot remove its socket");
     ok(&["report", "--store", store_s, "--since", "5m", "--flat"]);
-    let a3 = Agent::start(&agent_args);
+    // The next agent, from a configuration file: SIGHUP re-reads it (a bad file keeps the
+    // running configuration, said in one line).
+    let conf = tmp.join("agent.toml");
+    std::fs::write(&conf, "window = \"1s\"\n").unwrap();
+    let conf_s = conf.to_str().unwrap();
+    let a3 = Agent::start(&[
+        "--config", conf_s, "--store", store_s, "--socket", sock_s, "--listen", "",
+    ]);
     a3.wait_started();
     ok(&["ctl", "--socket", sock_s, "flush"]);
+    let hup = |a: &Agent, want: &str| {
+        a.signal(libc::SIGHUP);
+        let line = a
+            .lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("an answer to SIGHUP");
+        assert!(line.contains(want), "{line}");
+    };
+    std::fs::write(&conf, "window = \"2s\"\n").unwrap();
+    hup(&a3, "configuration re-read");
+    std::fs::write(&conf, "window = \"2 weeks\"\n").unwrap();
+    hup(&a3, "configuration not changed: window");
+    let status = ok(&["ctl", "--socket", sock_s, "status"]);
+    assert!(status.contains("windows of 2 s"), "{status}");
     drop(a3);
     drop(tree);
     let _ = std::fs::remove_dir_all(&tmp);
