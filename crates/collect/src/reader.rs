@@ -9,7 +9,9 @@ use std::collections::HashSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use libbpf_rs::{MapCore, MapFlags, ProgramInput};
-use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSample};
+use pkprof_accounting::{
+    Counters, CpuCounters, Snapshot, SyscallCount, ThreadSample, WallCounters, NR_BLOCK_REASONS,
+};
 
 use crate::chains::{SweepAt, Swept};
 use crate::clock::monotonic_ns;
@@ -18,7 +20,7 @@ use crate::loader::Collector;
 use crate::map_walk;
 use crate::progstats;
 use crate::skel::types::{
-    pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
+    pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread, pkprof_wall,
 };
 
 /// Reads of the thread table tried for one without a context switch during it.
@@ -58,6 +60,53 @@ fn counters(a: &pkprof_acc) -> Counters {
     }
 }
 
+/// A thread's wall classes (docs/design.md, "Wall time") as of `now` (CLOCK_MONOTONIC), from the
+/// wall chain's state `w`: the period still open is closed at `now` (on CPU since its switch-in,
+/// or off CPU: blocked up to its wakeup and runnable since).
+pub(crate) fn wall_counters(w: &pkprof_wall, now: u64) -> WallCounters {
+    const RUNNABLE: usize = 0;
+    if w.since_ns == 0 {
+        return WallCounters::default();
+    }
+    let end = if w.end_ns != 0 { w.end_ns } else { now };
+    let mut out = WallCounters {
+        wall_ns: end.saturating_sub(w.since_ns),
+        running_ns: w.oncpu_ns,
+        runq_ns: w.off_class_ns[RUNNABLE],
+        preemptions: w.off_count[RUNNABLE],
+        runq_waits: w.runq_waits,
+        runq_max_ns: w.runq_max_ns,
+        wake_unseen: w.wake_unseen as u64,
+        switch_unseen: w.switch_unseen as u64,
+        ..WallCounters::default()
+    };
+    for i in 0..NR_BLOCK_REASONS {
+        out.blocked_ns[i] = w.off_class_ns[i + 1];
+        out.blocks[i] = w.off_count[i + 1];
+    }
+    for (h, &n) in out.runq_hist.0.iter_mut().zip(&w.runq_hist) {
+        *h = n as u64;
+    }
+    if w.in_ns != 0 && w.end_ns == 0 && now > w.in_ns {
+        out.running_ns += now - w.in_ns;
+    }
+    if w.off_ns != 0 && w.end_ns == 0 && now > w.off_ns {
+        let reason = (w.off_reason as usize).min(NR_BLOCK_REASONS);
+        let wake = if w.wake_ns >= w.off_ns && w.wake_ns <= now {
+            w.wake_ns
+        } else {
+            now
+        };
+        if reason == RUNNABLE {
+            out.runq_ns += now - w.off_ns;
+        } else {
+            out.blocked_ns[reason - 1] += wake - w.off_ns;
+            out.runq_ns += now - wake;
+        }
+    }
+    out
+}
+
 /// A thread entry's counters: what it ran, and what others ran for it.
 fn thread_counters(t: &pkprof_thread) -> Counters {
     let mut c = counters(&t.acc);
@@ -75,11 +124,11 @@ impl Collector {
         // into an entry already read: they would be missing from this read. The per-CPU switch
         // counts read before and after the walk tell; retry a few times for a consistent read
         // (under a switch storm the last try is used: at worst a slice shows one read late).
-        let (mut threads, mut finished, mut cpus, mut now);
+        let (mut threads, mut walls, mut finished, mut cpus, mut now);
         let mut tries = 0;
         loop {
             let before = self.read_cpus()?;
-            (threads, finished) = self.read_threads()?;
+            (threads, walls, finished) = self.read_threads()?;
             // The slices still running are charged by the kernel up to each CPU's flush, before
             // `now`; the registers then hold everything up to that instant.
             self.flush_cpus();
@@ -113,6 +162,10 @@ impl Collector {
             split_modes: self.options.syscalls,
             ..Snapshot::default()
         };
+        // The wall classes up to `now`.
+        for (t, w) in threads.iter_mut().zip(&walls) {
+            t.counters.wall = wall_counters(w, now);
+        }
         for (i, c) in cpus.iter().enumerate() {
             snap.cpus
                 .push(self.cpu_counters(i as u32, c, table_full, &mut threads));
@@ -154,10 +207,15 @@ impl Collector {
         Ok(swept)
     }
 
-    /// All thread entries, and the tids of those read for the last time (to delete).
-    fn read_threads(&self) -> Result<(Vec<ThreadSample>, Vec<u32>), CollectError> {
+    /// All thread entries, their wall-chain state, and the tids of those read for the last time
+    /// (to delete).
+    #[allow(clippy::type_complexity)]
+    fn read_threads(
+        &self,
+    ) -> Result<(Vec<ThreadSample>, Vec<pkprof_wall>, Vec<u32>), CollectError> {
         let now = monotonic_ns();
         let mut out = Vec::new();
+        let mut walls = Vec::new();
         let mut finished = Vec::new();
         for (tid, t) in
             map_walk::decoded::<_, u32, pkprof_thread>(&self.skel.maps.threads, "threads")?
@@ -177,8 +235,9 @@ impl Collector {
                 exited,
                 target: t.target != 0,
             });
+            walls.push(t.wall);
         }
-        Ok((out, finished))
+        Ok((out, walls, finished))
     }
 
     pub(crate) fn read_cpus(&self) -> Result<Vec<pkprof_cpu>, CollectError> {
