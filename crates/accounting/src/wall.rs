@@ -115,7 +115,8 @@ pub struct WallCounters {
     pub runq_max_ns: u64,
     /// Off-CPU periods that ended without their wakeup seen: counted as blocked to the end.
     pub wake_unseen: u64,
-    /// Switch-ins whose switch-out before was never reported: the time between is OTHER.
+    /// Switches of the thread the kernel never reported (see `LostCounters::missed_switch`): the
+    /// time they hide (on or off CPU, unknown) is OTHER.
     pub switch_unseen: u64,
 }
 

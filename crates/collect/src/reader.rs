@@ -60,14 +60,17 @@ fn counters(a: &pkprof_acc) -> Counters {
     }
 }
 
-/// A thread's wall classes (docs/design.md, "Wall time") as of `now` (CLOCK_MONOTONIC), from the
-/// wall chain's state `w`: the period still open is closed at `now` (on CPU since its switch-in,
-/// or off CPU: blocked up to its wakeup and runnable since).
+/// A thread's wall classes (docs/design.md, "Wall time") from the wall chain's state `w`, copied
+/// after `now` (CLOCK_MONOTONIC): the period still open is closed at the instant of the copy (on
+/// CPU since its switch-in, or off CPU: blocked up to its wakeup and runnable since). That instant
+/// is `now` or, for an entry that changed between `now` and its copy, its last stamp, so that
+/// every read is the state of one instant and the classes add up to the wall time.
 pub(crate) fn wall_counters(w: &pkprof_wall, now: u64) -> WallCounters {
     const RUNNABLE: usize = 0;
     if w.since_ns == 0 {
         return WallCounters::default();
     }
+    let now = now.max(w.in_ns).max(w.off_ns).max(w.wake_ns);
     let end = if w.end_ns != 0 { w.end_ns } else { now };
     let mut out = WallCounters {
         wall_ns: end.saturating_sub(w.since_ns),
@@ -124,11 +127,11 @@ impl Collector {
         // into an entry already read: they would be missing from this read. The per-CPU switch
         // counts read before and after the walk tell; retry a few times for a consistent read
         // (under a switch storm the last try is used: at worst a slice shows one read late).
-        let (mut threads, mut walls, mut finished, mut cpus, mut now);
+        let (mut threads, mut finished, mut cpus, mut now);
         let mut tries = 0;
         loop {
             let before = self.read_cpus()?;
-            (threads, walls, finished) = self.read_threads()?;
+            (threads, finished) = self.read_threads()?;
             // The slices still running are charged by the kernel up to each CPU's flush, before
             // `now`; the registers then hold everything up to that instant.
             self.flush_cpus();
@@ -162,10 +165,6 @@ impl Collector {
             split_modes: self.options.syscalls,
             ..Snapshot::default()
         };
-        // The wall classes up to `now`.
-        for (t, w) in threads.iter_mut().zip(&walls) {
-            t.counters.wall = wall_counters(w, now);
-        }
         for (i, c) in cpus.iter().enumerate() {
             snap.cpus
                 .push(self.cpu_counters(i as u32, c, table_full, &mut threads));
@@ -207,15 +206,10 @@ impl Collector {
         Ok(swept)
     }
 
-    /// All thread entries, their wall-chain state, and the tids of those read for the last time
-    /// (to delete).
-    #[allow(clippy::type_complexity)]
-    fn read_threads(
-        &self,
-    ) -> Result<(Vec<ThreadSample>, Vec<pkprof_wall>, Vec<u32>), CollectError> {
+    /// All thread entries, and the tids of those read for the last time (to delete).
+    fn read_threads(&self) -> Result<(Vec<ThreadSample>, Vec<u32>), CollectError> {
         let now = monotonic_ns();
         let mut out = Vec::new();
-        let mut walls = Vec::new();
         let mut finished = Vec::new();
         for (tid, t) in
             map_walk::decoded::<_, u32, pkprof_thread>(&self.skel.maps.threads, "threads")?
@@ -230,14 +224,16 @@ impl Collector {
                 ppid: t.ppid,
                 cgroup_id: t.cgroup_id,
                 comm: comm_str(&t.comm),
-                counters: thread_counters(&t),
+                counters: Counters {
+                    wall: wall_counters(&t.wall, now),
+                    ..thread_counters(&t)
+                },
                 kthread: t.kthread != 0,
                 exited,
                 target: t.target != 0,
             });
-            walls.push(t.wall);
         }
-        Ok((out, walls, finished))
+        Ok((out, finished))
     }
 
     pub(crate) fn read_cpus(&self) -> Result<Vec<pkprof_cpu>, CollectError> {

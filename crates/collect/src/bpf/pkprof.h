@@ -136,7 +136,7 @@ struct pkprof_wall {
 	__u64 wake_ns;       /* ktime it became runnable; < off_ns while blocked */
 	__u32 off_reason;    /* enum pkprof_block_reason of the open off period */
 	__u32 wake_unseen;   /* off periods ended without a wakeup seen (all blocked) */
-	__u32 switch_unseen; /* switch-ins without the switch-out before (time since: OTHER) */
+	__u32 switch_unseen; /* a switch-in or -out not reported (the time it hides: OTHER) */
 	__u32 pad;
 	__u64 off_class_ns[PKPROF_BLOCK_NR];
 	__u64 off_count[PKPROF_BLOCK_NR]; /* closed off periods by reason ([RUNNABLE]: preemptions) */
