@@ -12,8 +12,9 @@
  * SECONDS and prints, as the last thing before it returns,
  *   "thread TID KIND CREATE_NS START_NS END_NS RUN_NS WAIT_NS"
  * with CLOCK_MONOTONIC just before its pthread_create, at its own start and at its end, and its
- * /proc/thread-self/schedstat run and run-queue wait times (the kernel's own clocks); after the
- * join of each thread the main thread prints "joined TID JOIN_NS". Then the process exits.
+ * /proc/thread-self/schedstat run and run-queue wait times (the kernel's own clocks); once every
+ * thread is joined the main thread prints "joined TID JOIN_NS" for each (when its join returned).
+ * Then the process exits.
  */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -141,11 +142,15 @@ int main(int argc, char **argv)
 		jobs[i].create_ns = mono();
 		pthread_create(&jobs[i].th, NULL, run, &jobs[i]);
 	}
+	long long joined[sizeof(jobs) / sizeof(jobs[0])];
+
 	for (int i = 0; i < n; i++) {
 		pthread_join(jobs[i].th, NULL);
-		printf("joined %d %lld\n", jobs[i].tid, mono());
-		fflush(stdout);
+		joined[i] = mono();
 	}
+	for (int i = 0; i < n; i++)
+		printf("joined %d %lld\n", jobs[i].tid, joined[i]);
+	fflush(stdout);
 	stop_feeder = 1;
 	if (write(feed[1], "x", 1) != 1)
 		return 1;
