@@ -23,6 +23,10 @@ pub(crate) static CHAIN: Chain = Chain {
 };
 
 fn configure(open: &mut OpenCpuAccountSkel<'static>, s: &Setup) -> Result<(), libbpf_rs::Error> {
+    // The switch hooks run inside the core's program: off with the chain.
+    if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+        ro.wall_on = s.on;
+    }
     open.progs.on_sched_wakeup.set_autoload(s.on);
     open.progs.on_sched_wakeup_new.set_autoload(s.on);
     Ok(())

@@ -21,6 +21,10 @@
 /* include/linux/sched.h */
 #define PKPROF_TASK_DEAD 0x0080
 
+/* Set by the loader when the chain runs (its tracepoints are there): the switch hooks do nothing
+ * while it is off. */
+const volatile bool wall_on = false;
+
 /*
  * How long next waited for its CPU, by the scheduler's own clock (what /proc/PID/schedstat's
  * run-queue time adds at this switch: rq clock at this __schedule less the task's last_queued,
@@ -30,17 +34,16 @@
  */
 static __always_inline __u64 sched_wait(struct task_struct *next, __u64 most)
 {
-	struct cfs_rq *cfs;
 	__u64 queued, clock;
 
 	/* The run queue through the task's fair-class queue on this CPU (set for every task when
-	 * it is placed on a CPU; `runqueues` itself is not in kallsyms without KALLSYMS_ALL). */
+	 * it is placed on a CPU; `runqueues` itself is not in kallsyms without KALLSYMS_ALL).
+	 * Direct loads through kernel BTF: no helper call at every switch. */
 	if (!bpf_core_field_exists(next->sched_info.last_queued) ||
 	    !bpf_core_field_exists(struct cfs_rq, rq))
 		return most;
-	queued = BPF_CORE_READ(next, sched_info.last_queued);
-	cfs = BPF_CORE_READ(next, se.cfs_rq);
-	clock = BPF_CORE_READ(cfs, rq, clock);
+	queued = next->sched_info.last_queued;
+	clock = next->se.cfs_rq->rq->clock;
 	if (!queued || clock < queued)
 		return most;
 	return clock - queued < most ? clock - queued : most;
@@ -71,7 +74,7 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 	struct pkprof_wall *w;
 	__u32 state = c->switch_state;
 
-	if (!e || !tid || !count_from_ns)
+	if (!wall_on || !e || !tid || !count_from_ns)
 		return;
 	w = &e->wall;
 	if (!w->since_ns)
@@ -105,7 +108,7 @@ static __always_inline void wall_switch_in(struct pkprof_cpu *c, struct task_str
 	__u64 now = c->last_ns, wake, wait;
 	__u32 r;
 
-	if (!tid)
+	if (!wall_on || !tid)
 		return;
 	e = bpf_map_lookup_elem(&threads, &tid);
 	if (!e || !e->wall.since_ns)
