@@ -399,3 +399,92 @@ fn is_kthread_stat(stat: &str) -> bool {
         .and_then(|f| f.parse::<u64>().ok())
         .is_some_and(|flags| flags & PF_KTHREAD != 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pkprof_accounting::RunqHist;
+
+    /// A followed thread's state: since 1000, 300 ns on CPU and 200 ns waiting closed.
+    fn followed() -> pkprof_wall {
+        let mut w = pkprof_wall {
+            since_ns: 1_000,
+            oncpu_ns: 300,
+            runq_waits: 2,
+            runq_max_ns: 150,
+            ..Default::default()
+        };
+        w.off_class_ns[0] = 200; // runnable
+        w.off_class_ns[5] = 500; // sleep
+        w.runq_hist[RunqHist::bucket(150)] = 1;
+        w.runq_hist[RunqHist::bucket(50)] = 1;
+        w
+    }
+
+    fn classes(c: &WallCounters) -> u64 {
+        c.classes_ns()
+    }
+
+    #[test]
+    fn open_periods_close_at_the_read_and_the_classes_add_up() {
+        // Not followed yet: nothing.
+        assert_eq!(
+            wall_counters(&pkprof_wall::default(), 5_000),
+            WallCounters::default()
+        );
+        // On a CPU since 2000, read at 2600: running grows by 600.
+        let mut on = followed();
+        on.in_ns = 2_000;
+        let c = wall_counters(&on, 2_600);
+        assert_eq!((c.wall_ns, c.running_ns, c.runq_ns), (1_600, 900, 200));
+        assert_eq!(classes(&c), c.wall_ns, "{c:?}");
+        // Blocked (lock) since 2000, not woken: blocked to the read.
+        let mut blocked = followed();
+        blocked.off_ns = 2_000;
+        blocked.off_reason = 4; // lock
+        let c = wall_counters(&blocked, 2_600);
+        assert_eq!((c.blocked_ns[3], c.runq_ns), (600, 200));
+        // ... woken at 2400: blocked to then, waiting for a CPU since.
+        blocked.wake_ns = 2_400;
+        let c = wall_counters(&blocked, 2_600);
+        assert_eq!((c.blocked_ns[3], c.runq_ns), (400, 400));
+        // A wakeup stamp older than the switch-out belongs to an earlier period.
+        blocked.wake_ns = 1_500;
+        let c = wall_counters(&blocked, 2_600);
+        assert_eq!((c.blocked_ns[3], c.runq_ns), (600, 200));
+        // Preempted at 2000: runnable from then.
+        let mut preempted = followed();
+        preempted.off_ns = 2_000;
+        preempted.wake_ns = 2_000;
+        let c = wall_counters(&preempted, 2_600);
+        assert_eq!(c.runq_ns, 800);
+        // An entry stamped after the read's clock (it changed between the two) closes at its
+        // stamp, so the read is one instant and still adds up.
+        let mut late = followed();
+        late.off_ns = 2_000;
+        late.off_reason = 5; // sleep
+        late.wake_ns = 3_000;
+        let c = wall_counters(&late, 2_600);
+        assert_eq!((c.wall_ns, c.blocked_ns[4], c.runq_ns), (2_000, 1_500, 200));
+        // Exited: the final switch-out ends the wall time; nothing is open.
+        let mut dead = followed();
+        dead.end_ns = 2_000;
+        dead.in_ns = 0;
+        let c = wall_counters(&dead, 9_000);
+        assert_eq!(c.wall_ns, 1_000);
+        assert_eq!(classes(&c), 1_000);
+        // The histogram and the counts come through.
+        assert_eq!(
+            (c.runq_waits, c.runq_hist.count(), c.runq_max_ns),
+            (2, 2, 150)
+        );
+        for c in [
+            wall_counters(&on, 2_600),
+            wall_counters(&blocked, 2_600),
+            wall_counters(&preempted, 2_600),
+            wall_counters(&late, 2_600),
+        ] {
+            assert_eq!(classes(&c), c.wall_ns, "{c:?}");
+        }
+    }
+}
