@@ -130,18 +130,29 @@ fn wall_classes_add_up_and_agree_with_schedstat() {
             t.kind
         );
         // 2. The wall time is the thread's life: at least what the thread itself measured, at
-        // most from before its creation to its join (plus its exit path after the join woke,
-        // a few microseconds: 0.1%).
+        // most from before its creation to its own end plus its exit, which runs after its last
+        // schedstat read (and, on a loaded machine, can end well after the join returned: the
+        // joiner is woken early in the exit path). The exit's share is what pkprof counts as
+        // running or waiting beyond the kernel's figures at that read; 0.1% for the rest.
+        let tail = (running + runq).saturating_sub(t.run_ns + t.wait_ns);
+        let most = (t.end_ns - t.create_ns) + tail + wall / 1000;
         assert!(
-            wall >= inner && wall <= outer + outer / 1000,
-            "{}: wall {wall} ns outside the lifetime [{inner}, {outer}] ns",
+            wall >= inner && wall <= most,
+            "{}: wall {wall} ns outside the lifetime [{inner}, {most}] ns (create..join {outer})",
             t.kind
         );
         // 3. Running and runqueue time are the kernel's, up to what the thread did after its
         // schedstat read (its exit) and a few microseconds a switch (the scheduler's clock is
         // read a little before the tracepoint): 0.5% of the wall time; running also keeps the
         // steal time the scheduler leaves out.
-        let tol = wall / 200;
+        // Switches the kernel did not report to pkprof (lost.missed_switch) hide how the time
+        // between them split: it is OTHER, counted per thread; it may hold running or waiting.
+        let unseen = if u64_of(w, "switch_unseen") > 0 {
+            blocked[6]
+        } else {
+            0
+        };
+        let tol = wall / 200 + unseen;
         assert!(
             running + tol >= t.run_ns && running <= t.run_ns + tol + steal,
             "{}: running {running} ns vs schedstat {} ns (steal {steal} ns)",
