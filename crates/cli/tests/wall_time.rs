@@ -142,9 +142,12 @@ fn wall_classes_add_up_and_agree_with_schedstat() {
             t.kind
         );
         // 3. Running and runqueue time are the kernel's, up to what the thread did after its
-        // schedstat read (its exit) and a few microseconds a switch (the scheduler's clock is
-        // read a little before the tracepoint): 0.5% of the wall time; running also keeps the
-        // steal time the scheduler leaves out.
+        // schedstat read (its exit), a few microseconds a switch (the scheduler's clock is read a
+        // little before the tracepoint) and the waits a migration cut in two (the kernel adds the
+        // part before it when the task leaves the old queue; pkprof counts from the new queue and
+        // the rest as running: docs/design.md, "Wall time"): up to 0.5% of the wall time each
+        // on a loaded 2-CPU machine, 1% allowed; running also keeps the steal time the scheduler
+        // leaves out.
         // Switches the kernel did not report to pkprof (lost.missed_switch) hide how the time
         // between them split: it is OTHER, counted per thread; it may hold running or waiting.
         let unseen = if u64_of(w, "switch_unseen") > 0 {
@@ -152,7 +155,7 @@ fn wall_classes_add_up_and_agree_with_schedstat() {
         } else {
             0
         };
-        let tol = wall / 200 + unseen;
+        let tol = wall / 100 + unseen;
         assert!(
             running + tol >= t.run_ns && running <= t.run_ns + tol + steal,
             "{}: running {running} ns vs schedstat {} ns (steal {steal} ns)",
