@@ -119,6 +119,11 @@ impl Accountant {
             r.workq_pct = pct(d.served_ns[2]);
             r.cost_pct = pct(d.cost_ns());
             r.billed_for_others_pct = pct(d.billed_for_others_ns());
+            r.wait_pct = pct(d.wall.runq_ns);
+            r.blocked_pct = pct(d.wall.blocked_total_ns());
+            r.runq_max_ns = r.total.wall.runq_max_ns;
+            r.runq_p50_ns = d.wall.runq_hist.quantile(0.5, r.runq_max_ns);
+            r.runq_p99_ns = d.wall.runq_hist.quantile(0.99, r.runq_max_ns);
             if snap.split_modes {
                 r.user_pct = Some(pct(r.delta.user_ns));
                 r.sys_pct = Some(pct(r.delta.sys_ns));

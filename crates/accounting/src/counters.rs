@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::wall::WallCounters;
+
 /// Number of softirq vectors Linux defines (HI .. RCU).
 pub const NR_SOFTIRQS: usize = 10;
 
@@ -37,6 +39,8 @@ pub struct Counters {
     /// Work others ran for this thread, per chain (NET, BLOCK, WORKQ), and how many items.
     pub served_ns: [u64; NR_CHAINS],
     pub served_items: [u64; NR_CHAINS],
+    /// Wall time by class (docs/design.md, "Wall time").
+    pub wall: WallCounters,
 }
 
 impl Counters {
@@ -96,18 +100,27 @@ impl Counters {
     }
 
     pub fn add(&mut self, o: &Counters) {
+        let mut wall = self.wall;
+        wall.add(&o.wall);
         *self = self.zip_with(o, |a, b| a + b);
+        self.wall = wall;
     }
 
     /// Field-wise `self - earlier`, clamped at zero (a counter never runs backwards; a racing read
     /// can at most see a late flush once).
     pub fn since(&self, earlier: &Counters) -> Counters {
-        self.zip_with(earlier, u64::saturating_sub)
+        Counters {
+            wall: self.wall.since(&earlier.wall),
+            ..self.zip_with(earlier, u64::saturating_sub)
+        }
     }
 
     /// Field-wise maximum: keeps cumulative totals monotonic across racing reads.
     pub fn max(&self, o: &Counters) -> Counters {
-        self.zip_with(o, u64::max)
+        Counters {
+            wall: self.wall.max(&o.wall),
+            ..self.zip_with(o, u64::max)
+        }
     }
 }
 

@@ -34,6 +34,17 @@ pub struct Row {
     pub cost_pct: f64,
     /// Time Linux billed to this row that served others (interrupts, foreign work items).
     pub billed_for_others_pct: f64,
+    /// Wall-time classes over the interval (docs/design.md, "Wall time"), percent of one
+    /// thread's wall time (a process's threads add up, as CPU% does): runnable but waiting for a
+    /// CPU, and blocked for any reason (`delta.wall.blocked_ns` has them by reason).
+    pub wait_pct: f64,
+    pub blocked_pct: f64,
+    /// Runqueue waits ended over the interval: median and 99th percentile (upper bounds of
+    /// their histogram buckets, at most the longest), None without waits; and the longest
+    /// since attach.
+    pub runq_p50_ns: Option<u64>,
+    pub runq_p99_ns: Option<u64>,
+    pub runq_max_ns: u64,
     /// A kernel thread (its own time is KERNEL in the buckets).
     pub kthread: bool,
     /// Over the interval.

@@ -10,6 +10,7 @@ pub mod counters;
 pub mod filter;
 pub mod interval;
 pub mod snapshot;
+pub mod wall;
 
 pub use accountant::Accountant;
 pub use counters::{
@@ -18,3 +19,4 @@ pub use counters::{
 pub use filter::Filter;
 pub use interval::{Buckets, CpuRow, Interval, ProgStat, Row, SelfUsage, SyscallRow, TagStats};
 pub use snapshot::{Snapshot, SyscallCount, ThreadSample};
+pub use wall::{RunqHist, WallCounters, BLOCK_REASONS, NR_BLOCK_REASONS, RUNQ_HIST};

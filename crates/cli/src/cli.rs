@@ -509,6 +509,7 @@ const TOP_EXAMPLES: &str = "Examples:
   pkprof top --batch -n 5             five text frames, like top -b
   pkprof top --json -d 0.5 -p 1234    JSON lines for one process, twice a second
   pkprof top -H --comm '^nginx'       per-thread rows of processes named nginx*
+  pkprof top -b -H --wall -p 1234     where each thread's wall time went (running, runqueue, blocked)
   pkprof top --syscalls               also measure the exact user/sys split and syscall counts
   pkprof top --batch --listen 127.0.0.1:9464   serve /metrics (Prometheus) and /stream (JSON lines)
   pkprof top --batch --udp 192.0.2.7:9999      send each frame to `nc -l -u 9999` on that host";
@@ -543,6 +544,10 @@ struct RefreshArgs {
     /// One row per thread instead of per process.
     #[arg(short = 'H', long = "threads")]
     threads: bool,
+    /// Text frames show where the wall time went instead of the cost columns: running, waiting
+    /// for a CPU, blocked by reason, and the runqueue waits' p50/p99/longest.
+    #[arg(long, requires = "batch")]
+    wall: bool,
     /// Most rows per text frame (0: all).
     #[arg(long, default_value_t = 30)]
     rows: usize,
@@ -637,6 +642,7 @@ impl TopArgs {
             json: self.refresh.json,
             iterations: self.refresh.iterations,
             per_thread: self.refresh.threads,
+            wall: self.refresh.wall,
             max_rows: (self.refresh.rows > 0).then_some(self.refresh.rows),
             pids: self.filter.pids,
             comm: self.filter.comm,

@@ -122,7 +122,7 @@ fn ctrl_c_quits_and_restores_the_terminal() {
 }
 
 /// Every column name the table can show; "COST TIME+" is one name with a space.
-const NAMES: [&str; 13] = [
+const NAMES: [&str; 15] = [
     "PID",
     "TID",
     "COMMAND",
@@ -136,6 +136,8 @@ const NAMES: [&str; 13] = [
     "=COST%",
     "BILLED",
     "COST TIME+",
+    "WAIT%",
+    "BLOCKED%",
 ];
 
 /// The table's header line and the rows under it, inside the border (`│ ... │`).
@@ -236,7 +238,7 @@ fn wait_table(t: &Tmux, what: &str, pred: impl Fn(&Table) -> bool) -> Table {
 
 #[test]
 #[ignore = "needs root and BPF"]
-fn the_table_fits_80_and_160_columns() {
+fn the_table_fits_80_and_180_columns() {
     let cmd = format!("{} top -d 0.5; sleep 120", pkprof_bin().display());
     let t = Tmux::start_sized("layout", &cmd, 80, 40);
     let at80 = wait_table(&t, "the table at 80 columns", |t| !t.rows.is_empty());
@@ -247,13 +249,13 @@ fn the_table_fits_80_and_160_columns() {
     );
     eprintln!("80 columns: {names:?}");
     // Wider: every column comes back, COMMAND does not take the rest of the line.
-    t.resize(160, 40);
-    let at160 = wait_table(&t, "the table at 160 columns", |t| {
-        t.header.chars().count() == 158
+    t.resize(180, 40);
+    let at180 = wait_table(&t, "the table at 180 columns", |t| {
+        t.header.chars().count() == 178
     });
-    let names = check_layout(&at160, 160, &NAMES[2..]);
-    let w = command_width(&at160.header);
-    eprintln!("160 columns: {names:?}, COMMAND {w} wide");
+    let names = check_layout(&at180, 180, &NAMES[2..]);
+    let w = command_width(&at180.header);
+    eprintln!("180 columns: {names:?}, COMMAND {w} wide");
     assert!((15..=24).contains(&w), "COMMAND is {w} characters wide");
     // Very narrow: PID, COMMAND and the sort column stay whole; nothing is cut.
     t.resize(50, 40);

@@ -9,7 +9,9 @@ use std::collections::HashSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use libbpf_rs::{MapCore, MapFlags, ProgramInput};
-use pkprof_accounting::{Counters, CpuCounters, Snapshot, SyscallCount, ThreadSample};
+use pkprof_accounting::{
+    Counters, CpuCounters, Snapshot, SyscallCount, ThreadSample, WallCounters, NR_BLOCK_REASONS,
+};
 
 use crate::chains::{SweepAt, Swept};
 use crate::clock::monotonic_ns;
@@ -18,7 +20,7 @@ use crate::loader::Collector;
 use crate::map_walk;
 use crate::progstats;
 use crate::skel::types::{
-    pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread,
+    pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread, pkprof_wall,
 };
 
 /// Reads of the thread table tried for one without a context switch during it.
@@ -56,6 +58,56 @@ fn counters(a: &pkprof_acc) -> Counters {
         served_items: a.claimed.items,
         ..Counters::default()
     }
+}
+
+/// A thread's wall classes (docs/design.md, "Wall time") from the wall chain's state `w`, copied
+/// after `now` (CLOCK_MONOTONIC): the period still open is closed at the instant of the copy (on
+/// CPU since its switch-in, or off CPU: blocked up to its wakeup and runnable since). That instant
+/// is `now` or, for an entry that changed between `now` and its copy, its last stamp, so that
+/// every read is the state of one instant and the classes add up to the wall time.
+pub(crate) fn wall_counters(w: &pkprof_wall, now: u64) -> WallCounters {
+    const RUNNABLE: usize = 0;
+    if w.since_ns == 0 {
+        return WallCounters::default();
+    }
+    let now = now.max(w.in_ns).max(w.off_ns).max(w.wake_ns);
+    let end = if w.end_ns != 0 { w.end_ns } else { now };
+    let mut out = WallCounters {
+        wall_ns: end.saturating_sub(w.since_ns),
+        running_ns: w.oncpu_ns,
+        runq_ns: w.off_class_ns[RUNNABLE],
+        preemptions: w.off_count[RUNNABLE],
+        runq_waits: w.runq_waits,
+        runq_max_ns: w.runq_max_ns,
+        wake_unseen: w.wake_unseen as u64,
+        switch_unseen: w.switch_unseen as u64,
+        ..WallCounters::default()
+    };
+    for i in 0..NR_BLOCK_REASONS {
+        out.blocked_ns[i] = w.off_class_ns[i + 1];
+        out.blocks[i] = w.off_count[i + 1];
+    }
+    for (h, &n) in out.runq_hist.0.iter_mut().zip(&w.runq_hist) {
+        *h = n as u64;
+    }
+    if w.in_ns != 0 && w.end_ns == 0 && now > w.in_ns {
+        out.running_ns += now - w.in_ns;
+    }
+    if w.off_ns != 0 && w.end_ns == 0 && now > w.off_ns {
+        let reason = (w.off_reason as usize).min(NR_BLOCK_REASONS);
+        let wake = if w.wake_ns >= w.off_ns && w.wake_ns <= now {
+            w.wake_ns
+        } else {
+            now
+        };
+        if reason == RUNNABLE {
+            out.runq_ns += now - w.off_ns;
+        } else {
+            out.blocked_ns[reason - 1] += wake - w.off_ns;
+            out.runq_ns += now - wake;
+        }
+    }
+    out
 }
 
 /// A thread entry's counters: what it ran, and what others ran for it.
@@ -172,7 +224,10 @@ impl Collector {
                 ppid: t.ppid,
                 cgroup_id: t.cgroup_id,
                 comm: comm_str(&t.comm),
-                counters: thread_counters(&t),
+                counters: Counters {
+                    wall: wall_counters(&t.wall, now),
+                    ..thread_counters(&t)
+                },
                 kthread: t.kthread != 0,
                 exited,
                 target: t.target != 0,
@@ -343,4 +398,93 @@ fn is_kthread_stat(stat: &str) -> bool {
         .and_then(|(_, rest)| rest.split_whitespace().nth(6))
         .and_then(|f| f.parse::<u64>().ok())
         .is_some_and(|flags| flags & PF_KTHREAD != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pkprof_accounting::RunqHist;
+
+    /// A followed thread's state: since 1000, 300 ns on CPU and 200 ns waiting closed.
+    fn followed() -> pkprof_wall {
+        let mut w = pkprof_wall {
+            since_ns: 1_000,
+            oncpu_ns: 300,
+            runq_waits: 2,
+            runq_max_ns: 150,
+            ..Default::default()
+        };
+        w.off_class_ns[0] = 200; // runnable
+        w.off_class_ns[5] = 500; // sleep
+        w.runq_hist[RunqHist::bucket(150)] = 1;
+        w.runq_hist[RunqHist::bucket(50)] = 1;
+        w
+    }
+
+    fn classes(c: &WallCounters) -> u64 {
+        c.classes_ns()
+    }
+
+    #[test]
+    fn open_periods_close_at_the_read_and_the_classes_add_up() {
+        // Not followed yet: nothing.
+        assert_eq!(
+            wall_counters(&pkprof_wall::default(), 5_000),
+            WallCounters::default()
+        );
+        // On a CPU since 2000, read at 2600: running grows by 600.
+        let mut on = followed();
+        on.in_ns = 2_000;
+        let c = wall_counters(&on, 2_600);
+        assert_eq!((c.wall_ns, c.running_ns, c.runq_ns), (1_600, 900, 200));
+        assert_eq!(classes(&c), c.wall_ns, "{c:?}");
+        // Blocked (lock) since 2000, not woken: blocked to the read.
+        let mut blocked = followed();
+        blocked.off_ns = 2_000;
+        blocked.off_reason = 4; // lock
+        let c = wall_counters(&blocked, 2_600);
+        assert_eq!((c.blocked_ns[3], c.runq_ns), (600, 200));
+        // ... woken at 2400: blocked to then, waiting for a CPU since.
+        blocked.wake_ns = 2_400;
+        let c = wall_counters(&blocked, 2_600);
+        assert_eq!((c.blocked_ns[3], c.runq_ns), (400, 400));
+        // A wakeup stamp older than the switch-out belongs to an earlier period.
+        blocked.wake_ns = 1_500;
+        let c = wall_counters(&blocked, 2_600);
+        assert_eq!((c.blocked_ns[3], c.runq_ns), (600, 200));
+        // Preempted at 2000: runnable from then.
+        let mut preempted = followed();
+        preempted.off_ns = 2_000;
+        preempted.wake_ns = 2_000;
+        let c = wall_counters(&preempted, 2_600);
+        assert_eq!(c.runq_ns, 800);
+        // An entry stamped after the read's clock (it changed between the two) closes at its
+        // stamp, so the read is one instant and still adds up.
+        let mut late = followed();
+        late.off_ns = 2_000;
+        late.off_reason = 5; // sleep
+        late.wake_ns = 3_000;
+        let c = wall_counters(&late, 2_600);
+        assert_eq!((c.wall_ns, c.blocked_ns[4], c.runq_ns), (2_000, 1_500, 200));
+        // Exited: the final switch-out ends the wall time; nothing is open.
+        let mut dead = followed();
+        dead.end_ns = 2_000;
+        dead.in_ns = 0;
+        let c = wall_counters(&dead, 9_000);
+        assert_eq!(c.wall_ns, 1_000);
+        assert_eq!(classes(&c), 1_000);
+        // The histogram and the counts come through.
+        assert_eq!(
+            (c.runq_waits, c.runq_hist.count(), c.runq_max_ns),
+            (2, 2, 150)
+        );
+        for c in [
+            wall_counters(&on, 2_600),
+            wall_counters(&blocked, 2_600),
+            wall_counters(&preempted, 2_600),
+            wall_counters(&late, 2_600),
+        ] {
+            assert_eq!(classes(&c), c.wall_ns, "{c:?}");
+        }
+    }
 }

@@ -38,3 +38,15 @@ const _: () = {
     assert!(Chain::PKPROF_CHAIN_BLOCK.0 == 1);
     assert!(Chain::PKPROF_CHAIN_WORKQ.0 == 2);
 };
+
+// The wall chain's reasons and histogram as the accounting crate names and sizes them
+// (docs/design.md, "Wall time").
+const _: () = {
+    use types::pkprof_block_reason as R;
+    assert!(R::PKPROF_BLOCK_RUNNABLE.0 == 0);
+    assert!(R::PKPROF_BLOCK_NR.0 as usize == pkprof_accounting::NR_BLOCK_REASONS + 1);
+    assert!(R::PKPROF_BLOCK_IO.0 == 1 && R::PKPROF_BLOCK_NET.0 == 2 && R::PKPROF_BLOCK_IPC.0 == 3);
+    assert!(R::PKPROF_BLOCK_LOCK.0 == 4 && R::PKPROF_BLOCK_SLEEP.0 == 5);
+    assert!(R::PKPROF_BLOCK_POLL.0 == 6 && R::PKPROF_BLOCK_OTHER.0 == 7);
+    assert!(types::pkprof_wall_hist::PKPROF_RUNQ_HIST.0 as usize == pkprof_accounting::RUNQ_HIST);
+};

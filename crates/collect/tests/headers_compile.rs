@@ -50,6 +50,26 @@ fn chain_list() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The entries of PKPROF_OBSERVERS in chains/chains.h: their names.
+fn observer_list() -> Vec<String> {
+    let text = std::fs::read_to_string(bpf_dir().join("chains/chains.h")).expect("chains/chains.h");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("#define PKPROF_OBSERVERS(OBSERVER)"))
+        .expect("chains/chains.h defines PKPROF_OBSERVERS(OBSERVER)");
+    line.split("OBSERVER(")
+        .skip(1) // the text before the first entry
+        .map(|entry| {
+            entry
+                .split(')')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        })
+        .collect()
+}
+
 /// libbpf's API headers (<bpf/bpf_helpers.h>...), as libbpf-cargo provides them to the build.
 fn libbpf_headers(dir: &Path) -> PathBuf {
     let bpf = dir.join("bpf");
@@ -76,6 +96,12 @@ fn every_bpf_header_compiles_alone() {
         .iter()
         .map(|(n, s)| format!("CHAIN({n}, {s}) "))
         .collect();
+    let observers = observer_list();
+    assert!(!observers.is_empty(), "no observer in chains/chains.h");
+    let all_observers: String = observers
+        .iter()
+        .map(|n| format!("OBSERVER({n}) "))
+        .collect();
     let tmp = std::env::temp_dir().join(format!("pkprof-headers-{}", std::process::id()));
     let include = libbpf_headers(&tmp.join("libbpf"));
     let build_args: Vec<&str> = env!("PKPROF_BPF_CLANG_ARGS").split('\u{1f}').collect();
@@ -91,6 +117,14 @@ fn every_bpf_header_compiles_alone() {
             (Some(own), _) => own,
             (None, "chains/all.bpf.h") => all_chains.clone(),
             _ => String::new(),
+        };
+        // Observers likewise: an observer's header with itself, the list with all, else none.
+        let observers_arg = match rel.as_str() {
+            "chains/all.bpf.h" => all_observers.clone(),
+            _ => (observers.iter())
+                .find(|n| rel == format!("chains/{n}.bpf.h"))
+                .map(|n| format!("OBSERVER({n})"))
+                .unwrap_or_default(),
         };
         let sinks_arg = if rel.starts_with("record/") {
             "SINK(record)"
@@ -108,6 +142,7 @@ fn every_bpf_header_compiles_alone() {
             .arg(format!("-I{}", include.display()))
             .arg(format!("-DPKPROF_CHAINS(CHAIN)={chains_arg}"))
             .arg(format!("-DPKPROF_SINKS(SINK)={sinks_arg}"))
+            .arg(format!("-DPKPROF_OBSERVERS(OBSERVER)={observers_arg}"))
             .arg("-c")
             .arg(&unit)
             .arg("-o")

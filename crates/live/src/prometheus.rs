@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use pkprof_accounting::{Counters, Interval, Row, CHAIN_NAMES, SOFTIRQ_NAMES};
+use pkprof_accounting::{Counters, Interval, Row, BLOCK_REASONS, CHAIN_NAMES, SOFTIRQ_NAMES};
 
 /// Refreshes without CPU after which an exported process may lose its slot to a busy one.
 const IDLE_FRAMES: u32 = 60;
@@ -181,6 +181,30 @@ impl Exposition {
         }
         write_kinds(&mut s, "other", "other", &other, split);
 
+        let _ = writeln!(s, "# HELP pkprof_wall_seconds_total Wall time of the process's threads by class since each was first seen: running, runq (runnable, waiting for a CPU) and blocked by reason; the classes add up to the threads' wall time.");
+        let _ = writeln!(s, "# TYPE pkprof_wall_seconds_total counter");
+        for (r, own) in &exported {
+            write_wall(&mut s, &id(r).to_string(), &r.comm, own);
+        }
+        write_wall(&mut s, "other", "other", &other);
+        let _ = writeln!(s, "# HELP pkprof_runq_wait_seconds Runqueue waits of the process's threads (runnable until switched in), since start; buckets at powers of 4 from 1.024 us.");
+        let _ = writeln!(s, "# TYPE pkprof_runq_wait_seconds histogram");
+        for (r, own) in &exported {
+            write_runq_hist(&mut s, &id(r).to_string(), &r.comm, own);
+        }
+        write_runq_hist(&mut s, "other", "other", &other);
+        let _ = writeln!(s, "# HELP pkprof_runq_wait_max_seconds Longest runqueue wait of the process's threads since start.");
+        let _ = writeln!(s, "# TYPE pkprof_runq_wait_max_seconds gauge");
+        for (r, _) in &exported {
+            let _ = writeln!(
+                s,
+                "pkprof_runq_wait_max_seconds{{pid=\"{}\",comm=\"{}\"}} {}",
+                id(r),
+                escape(&r.comm),
+                secs(r.runq_max_ns)
+            );
+        }
+
         let _ = writeln!(s, "# HELP pkprof_cpu_mode_seconds_total Exclusive time of each CPU by context; the modes add up to wall time.");
         let _ = writeln!(s, "# TYPE pkprof_cpu_mode_seconds_total counter");
         for c in &frame.cpus {
@@ -286,6 +310,57 @@ fn write_kinds(s: &mut String, pid: &str, comm: &str, c: &Counters, split: bool)
     for (chain, ns) in CHAIN_NAMES.iter().zip(c.served_ns) {
         kind(chain, ns);
     }
+}
+
+/// The wall-time classes of `c` (docs/design.md, "Wall time") as `class` series.
+fn write_wall(s: &mut String, pid: &str, comm: &str, c: &Counters) {
+    let comm = escape(comm);
+    let w = &c.wall;
+    let classes = [("running", w.running_ns), ("runq", w.runq_ns)]
+        .into_iter()
+        .chain(BLOCK_REASONS.iter().copied().zip(w.blocked_ns));
+    for (class, ns) in classes {
+        let _ = writeln!(
+            s,
+            "pkprof_wall_seconds_total{{pid=\"{pid}\",comm=\"{comm}\",class=\"{class}\"}} {}",
+            secs(ns)
+        );
+    }
+}
+
+/// The runqueue-wait histogram of `c` as cumulative `le` buckets at 2^10, 2^12, ... 2^32 ns (each
+/// the lower bound of an even histogram bucket), `+Inf`, `_sum` and `_count`.
+fn write_runq_hist(s: &mut String, pid: &str, comm: &str, c: &Counters) {
+    let comm = escape(comm);
+    let h = &c.wall.runq_hist.0;
+    let mut below = 0u64;
+    let mut next = 0usize;
+    for k in (10..=32).step_by(2) {
+        let bound = 2 * k; // the first histogram bucket at or above 2^k ns
+        while next < bound.min(h.len()) {
+            below += h[next];
+            next += 1;
+        }
+        let _ = writeln!(
+            s,
+            "pkprof_runq_wait_seconds_bucket{{pid=\"{pid}\",comm=\"{comm}\",le=\"{}\"}} {below}",
+            (1u64 << k) as f64 / 1e9
+        );
+    }
+    let count = c.wall.runq_hist.count();
+    let _ = writeln!(
+        s,
+        "pkprof_runq_wait_seconds_bucket{{pid=\"{pid}\",comm=\"{comm}\",le=\"+Inf\"}} {count}"
+    );
+    let _ = writeln!(
+        s,
+        "pkprof_runq_wait_seconds_sum{{pid=\"{pid}\",comm=\"{comm}\"}} {}",
+        secs(c.wall.runq_ns)
+    );
+    let _ = writeln!(
+        s,
+        "pkprof_runq_wait_seconds_count{{pid=\"{pid}\",comm=\"{comm}\"}} {count}"
+    );
 }
 
 fn secs(ns: u64) -> String {

@@ -23,22 +23,14 @@ pub fn render(frame: &Interval, max_rows: Option<usize>) -> String {
     let _ = writeln!(s, "{}", buckets_line(frame));
     let _ = write!(s, "{id:>8} {:<16}", COLUMNS[0]);
     for (i, name) in COLUMNS[1..].iter().enumerate() {
-        let _ = write!(
-            s,
-            " {name:>w$}",
-            w = if i == COLUMNS.len() - 2 { 11 } else { 6 }
-        );
+        let _ = write!(s, " {name:>w$}", w = column_width(i + 1));
     }
     s.push('\n');
     for r in frame.rows.iter().take(max_rows.unwrap_or(usize::MAX)) {
         let cells = row_cells(r);
         let _ = write!(s, "{:>8} {:<16}", cells[0], cells[1]);
         for (i, cell) in cells[2..].iter().enumerate() {
-            let _ = write!(
-                s,
-                " {cell:>w$}",
-                w = if i == cells.len() - 3 { 11 } else { 6 }
-            );
+            let _ = write!(s, " {cell:>w$}", w = column_width(i + 1));
         }
         let _ = writeln!(s, "{}", if r.exited { " (exited)" } else { "" });
     }
@@ -79,8 +71,19 @@ pub fn buckets_line(frame: &Interval) -> String {
     line
 }
 
-/// Column titles after the PID/TID column, shared by the text frame and the TUI.
-pub const COLUMNS: [&str; 11] = [
+/// Width of `COLUMNS[i]` in the text frame: 6, or its title's if longer; COST TIME+ 11.
+fn column_width(i: usize) -> usize {
+    if COLUMNS[i] == "COST TIME+" {
+        11
+    } else {
+        COLUMNS[i].len().max(6)
+    }
+}
+
+/// Column titles after the PID/TID column, shared by the text frame and the TUI. WAIT% and
+/// BLOCKED% are wall-time classes (docs/design.md, "Wall time"): runnable waiting for a CPU, and
+/// blocked, percent of the interval.
+pub const COLUMNS: [&str; 13] = [
     "COMMAND",
     "CPU%",
     "USER%",
@@ -92,10 +95,12 @@ pub const COLUMNS: [&str; 11] = [
     "=COST%",
     "BILLED",
     "COST TIME+",
+    "WAIT%",
+    "BLOCKED%",
 ];
 
 /// A row's cells: id, then one per entry of `COLUMNS`. USER%/SYS% read `-` when not measured.
-pub fn row_cells(r: &Row) -> [String; 12] {
+pub fn row_cells(r: &Row) -> [String; 14] {
     let pct = |p: f64| format!("{p:.1}");
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), pct);
     [
@@ -111,6 +116,8 @@ pub fn row_cells(r: &Row) -> [String; 12] {
         pct(r.cost_pct),
         pct(r.billed_for_others_pct),
         format_time(r.total.cost_ns() as f64 / 1e9),
+        pct(r.wait_pct),
+        pct(r.blocked_pct),
     ]
 }
 

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use pkprof_accounting::{
-    Buckets, Counters, CpuCounters, CpuRow, Interval, LostCounters, ProgStat, Row, SelfUsage,
-    SyscallRow, TagStats, NR_SOFTIRQS,
+    Buckets, Counters, CpuCounters, CpuRow, Interval, LostCounters, ProgStat, Row, RunqHist,
+    SelfUsage, SyscallRow, TagStats, WallCounters, NR_SOFTIRQS,
 };
 use pkprof_live::prometheus::Exposition;
 use pkprof_live::{json, text};
@@ -55,8 +55,37 @@ fn counters(task_ns: u64, hardirq_ns: u64, soft: &[(usize, u64)], split: bool) -
     }
 }
 
+/// Wall-time classes of a row that ran `on_cpu` ns: a quarter of that waiting for a CPU, half
+/// blocked on I/O, as much again asleep, and a few waits in the histogram.
+fn wall(on_cpu: u64) -> WallCounters {
+    let mut w = WallCounters {
+        running_ns: on_cpu,
+        runq_ns: on_cpu / 4,
+        blocked_ns: [on_cpu / 2, 0, 0, 0, on_cpu, 0, 0],
+        blocks: [3, 0, 0, 0, 5, 0, 0],
+        preemptions: 2,
+        runq_waits: 10,
+        runq_max_ns: 150_000,
+        ..Default::default()
+    };
+    w.wall_ns = w.classes_ns();
+    w.runq_hist.0[RunqHist::bucket(20_000)] = 9;
+    w.runq_hist.0[RunqHist::bucket(150_000)] = 1;
+    w
+}
+
 fn row(pid: u32, comm: &str, cpu_pct: f64, total: Counters, split: bool) -> Row {
+    let total = Counters {
+        wall: wall(total.on_cpu_ns()),
+        ..total
+    };
+    let busy = cpu_pct > 0.0;
     Row {
+        wait_pct: cpu_pct / 4.0,
+        blocked_pct: cpu_pct * 1.5,
+        runq_p50_ns: busy.then(|| total.wall.runq_hist.quantile(0.5, 150_000).unwrap()),
+        runq_p99_ns: busy.then(|| total.wall.runq_hist.quantile(0.99, 150_000).unwrap()),
+        runq_max_ns: 150_000,
         pid,
         tid: None,
         ppid: 1,

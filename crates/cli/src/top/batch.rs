@@ -13,6 +13,8 @@ pub fn run(opts: &TopOptions, frames: &Receiver<Arc<Interval>>) -> Result<()> {
     for (shown, frame) in (1u64..).zip(frames.iter()) {
         let text = if opts.json {
             pkprof_live::json::render(&frame) + "\n"
+        } else if opts.wall {
+            pkprof_live::wall_text::render(&frame, opts.max_rows) + "\n"
         } else {
             pkprof_live::text::render(&frame, opts.max_rows) + "\n"
         };

@@ -18,6 +18,8 @@ pub struct TopOptions {
     pub json: bool,
     pub iterations: Option<u64>,
     pub per_thread: bool,
+    /// Text frames show the wall-time breakdown (`--wall`).
+    pub wall: bool,
     pub max_rows: Option<usize>,
     pub pids: Vec<u32>,
     pub comm: Option<String>,

@@ -59,6 +59,13 @@ struct pkprof_dest {
 	static __always_inline void name##_switch_in(struct pkprof_cpu *c, struct task_struct *next);
 PKPROF_CHAINS(PKPROF_CHAIN_HOOKS)
 
+/* An observer (chains/chains.h, PKPROF_OBSERVERS): sees every switch, as the chains' hooks. */
+#define PKPROF_OBSERVER_HOOKS(name)                                                               \
+	static __always_inline void name##_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, \
+						      __u32 tid);                                   \
+	static __always_inline void name##_switch_in(struct pkprof_cpu *c, struct task_struct *next);
+PKPROF_OBSERVERS(PKPROF_OBSERVER_HOOKS)
+
 /* A link sink: held samples of (from_kind, from) go to d (record/links.bpf.h: record_link). */
 #define PKPROF_SINK_HOOK(name)                                                                    \
 	static __always_inline void name##_link(struct pkprof_cpu *c, __u32 from_kind, __u64 from, \
@@ -124,6 +131,8 @@ enum pkprof_defaults pkprof_defaults_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_chain pkprof_chain_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_ctx pkprof_ctx_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_mode pkprof_mode_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_block_reason pkprof_block_reason_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_wall_hist pkprof_wall_hist_btf_anchor SEC(".data.btf_anchor");
 
 static __always_inline struct pkprof_cpu *this_cpu(void)
 {
@@ -402,6 +411,9 @@ static __always_inline void chains_switch_out(struct pkprof_cpu *c, struct pkpro
 #define PKPROF_CHAIN_SWITCH_OUT(name, SLOT) name##_switch_out(c, e, tid);
 	PKPROF_CHAINS(PKPROF_CHAIN_SWITCH_OUT)
 #undef PKPROF_CHAIN_SWITCH_OUT
+#define PKPROF_OBSERVER_SWITCH_OUT(name) name##_switch_out(c, e, tid);
+	PKPROF_OBSERVERS(PKPROF_OBSERVER_SWITCH_OUT)
+#undef PKPROF_OBSERVER_SWITCH_OUT
 }
 
 static __always_inline void chains_switch_in(struct pkprof_cpu *c, struct task_struct *next)
@@ -409,6 +421,9 @@ static __always_inline void chains_switch_in(struct pkprof_cpu *c, struct task_s
 #define PKPROF_CHAIN_SWITCH_IN(name, SLOT) name##_switch_in(c, next);
 	PKPROF_CHAINS(PKPROF_CHAIN_SWITCH_IN)
 #undef PKPROF_CHAIN_SWITCH_IN
+#define PKPROF_OBSERVER_SWITCH_IN(name) name##_switch_in(c, next);
+	PKPROF_OBSERVERS(PKPROF_OBSERVER_SWITCH_IN)
+#undef PKPROF_OBSERVER_SWITCH_IN
 }
 
 static __always_inline void push_ctx(struct pkprof_cpu *c, __u8 ctx, __u8 vec)
@@ -503,29 +518,45 @@ static __always_inline void flush_pending(struct pkprof_cpu *c, struct pkprof_ac
 	}
 }
 
+/*
+ * A new thread entry is built here (one per CPU) rather than on the stack: the entry is larger
+ * than the BPF stack allows. Programs that create entries run with interrupts off or in the
+ * switch, so one slot per CPU is never used twice at once.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pkprof_thread);
+} thread_scratch SEC(".maps");
+
 /* Finds the thread's entry, creating it from the given task when it is new. */
 static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, struct task_struct *t,
 							    __u64 now)
 {
-	__u32 tid = t->pid;
+	__u32 tid = t->pid, zero = 0;
 	struct pkprof_thread *e = bpf_map_lookup_elem(&threads, &tid);
-	struct pkprof_thread fresh = {};
+	struct pkprof_thread *fresh;
 	long err;
 
 	if (e)
 		return e;
-	fresh.pid = t->tgid;
-	fresh.ppid = BPF_CORE_READ(t, real_parent, tgid);
-	fresh.start_ns = now;
+	fresh = bpf_map_lookup_elem(&thread_scratch, &zero);
+	if (!fresh)
+		return NULL;
+	__builtin_memset(fresh, 0, sizeof(*fresh));
+	fresh->pid = t->tgid;
+	fresh->ppid = BPF_CORE_READ(t, real_parent, tgid);
+	fresh->start_ns = now;
 	/* Later moves are followed by the cgroup_attach_task program. */
-	fresh.cgroup_id = bpf_get_current_cgroup_id();
-	fresh.kthread = !!(t->flags & PF_KTHREAD);
+	fresh->cgroup_id = bpf_get_current_cgroup_id();
+	fresh->kthread = !!(t->flags & PF_KTHREAD);
 	/* A dying thread switched out after user space freed its entry (it ran late in its exit
 	 * path): the new entry is stamped too, or it would never be freed. */
 	if (t->flags & PF_EXITING)
-		fresh.exit_ns = now;
-	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), t->comm);
-	err = bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
+		fresh->exit_ns = now;
+	bpf_probe_read_kernel_str(fresh->comm, sizeof(fresh->comm), t->comm);
+	err = bpf_map_update_elem(&threads, &tid, fresh, BPF_NOEXIST);
 	if (err && err != -EEXIST /* created meanwhile on another CPU */) {
 		c->lost.thread_map_full++;
 		return NULL;

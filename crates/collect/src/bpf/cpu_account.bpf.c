@@ -102,7 +102,8 @@ static __always_inline void charge_untracked(struct pkprof_cpu *c, struct task_s
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
 {
 	struct pkprof_cpu *c = this_cpu();
 	__u64 now = bpf_ktime_get_ns();
@@ -162,6 +163,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		if (!e)
 			charge_untracked(c, prev);
 	}
+	c->switch_state = preempt ? 0 : prev_state;
 	chains_switch_out(c, e, prev->pid);
 	/* Without an entry (table full, counted in lost) the pending charges go no further. */
 	flush_pending(c, e ? &e->acc : NULL);

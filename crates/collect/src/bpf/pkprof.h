@@ -98,6 +98,53 @@ struct pkprof_acc {
 	struct pkprof_served claimed;
 };
 
+/*
+ * Why a thread is off its CPU (docs/design.md, "Wall time"): RUNNABLE means it still wants to run
+ * (preempted, or woken and waiting for a CPU: the runqueue wait); the others say what it waits
+ * for. Decided at switch-out by block_reason() (block_reason.bpf.h).
+ */
+enum pkprof_block_reason {
+	PKPROF_BLOCK_RUNNABLE = 0, /* preempted or woken: waiting for a CPU */
+	PKPROF_BLOCK_IO,           /* uninterruptible I/O wait (block layer, page cache) */
+	PKPROF_BLOCK_NET,          /* network socket receive/accept/connect */
+	PKPROF_BLOCK_IPC,          /* pipe, FIFO, unix socket */
+	PKPROF_BLOCK_LOCK,         /* futex */
+	PKPROF_BLOCK_SLEEP,        /* nanosleep, clock_nanosleep, pause */
+	PKPROF_BLOCK_POLL,         /* poll, select, epoll wait */
+	PKPROF_BLOCK_OTHER,        /* anything else */
+	PKPROF_BLOCK_NR,
+};
+
+/* Runqueue-wait histogram: two buckets per power of two of ns (pkprof_wall.runq_hist). */
+enum pkprof_wall_hist {
+	PKPROF_RUNQ_HIST = 64,
+};
+
+/*
+ * A thread's wall time by class (the wall chain, chains/wall.bpf.h; docs/design.md "Wall time").
+ * From since_ns on, every ns is on CPU (oncpu_ns: switch-in to switch-out, by the same clock as
+ * the rest), waiting for a CPU (off_class_ns[PKPROF_BLOCK_RUNNABLE]) or blocked
+ * (off_class_ns[reason]); the period still open is added by the reader: on CPU since in_ns, or
+ * off since off_ns: [off_ns, wake_ns) blocked, [wake_ns, now) runnable.
+ */
+struct pkprof_wall {
+	__u64 since_ns;      /* ktime the classes start (0: not yet) */
+	__u64 oncpu_ns;      /* closed on-CPU periods since since_ns */
+	__u64 in_ns;         /* ktime of its switch-in while on a CPU, else 0 */
+	__u64 end_ns;        /* ktime of its final switch-out (exited), else 0 */
+	__u64 off_ns;        /* ktime it left the CPU, 0 while on it */
+	__u64 wake_ns;       /* ktime it became runnable; < off_ns while blocked */
+	__u32 off_reason;    /* enum pkprof_block_reason of the open off period */
+	__u32 wake_unseen;   /* off periods ended without a wakeup seen (all blocked) */
+	__u32 switch_unseen; /* a switch-in or -out not reported (the time it hides: OTHER) */
+	__u32 pad;
+	__u64 off_class_ns[PKPROF_BLOCK_NR];
+	__u64 off_count[PKPROF_BLOCK_NR]; /* closed off periods by reason ([RUNNABLE]: preemptions) */
+	__u64 runq_waits;    /* closed runqueue waits (each switch-in after an off period) */
+	__u64 runq_max_ns;
+	__u32 runq_hist[PKPROF_RUNQ_HIST];
+};
+
 /* Value of the `threads` hash map, keyed by thread id (kernel pid). */
 struct pkprof_thread {
 	__u32 pid;  /* thread group id: the process */
@@ -117,6 +164,8 @@ struct pkprof_thread {
 	/* record: the process was a target when this thread was forked (see `targets`); kept after
 	 * the process leaves the target set, so user space sees it in the thread's last read. */
 	__u32 target;
+	__u32 pad_wall;
+	struct pkprof_wall wall; /* the wall chain's classes */
 };
 
 /* Key and value of the `syscalls` hash map: exact per-process syscall counts (syscall mode). */
@@ -224,6 +273,9 @@ struct pkprof_cpu {
 	__s64 slice_skew_ns;
 	/* cur_tid's se.sum_exec_runtime when it was switched in (+1; 0 = unknown). */
 	__u64 sum_at_in;
+	/* During a switch: the state prev leaves in, 0 when it stays runnable (preempted). */
+	__u32 switch_state;
+	__u32 pad_switch;
 	struct pkprof_lost lost;
 };
 

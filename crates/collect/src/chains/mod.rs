@@ -15,6 +15,7 @@
 
 pub(crate) mod block_io;
 pub(crate) mod net_rx;
+pub(crate) mod wall;
 pub(crate) mod workqueue;
 
 use std::fmt;
@@ -27,7 +28,12 @@ use crate::skel::types::pkprof_owner;
 use crate::skel::{CpuAccountMaps, CpuAccountProgs, OpenCpuAccountSkel};
 
 /// Every chain, in the order the reader sweeps them.
-pub(crate) static CHAINS: &[&Chain] = &[&net_rx::CHAIN, &block_io::CHAIN, &workqueue::CHAIN];
+pub(crate) static CHAINS: &[&Chain] = &[
+    &net_rx::CHAIN,
+    &block_io::CHAIN,
+    &workqueue::CHAIN,
+    &wall::CHAIN,
+];
 
 /// One chain's Rust side.
 pub(crate) struct Chain {
@@ -240,6 +246,8 @@ mod tests {
         "workqueue:workqueue_queue_work",
         "workqueue:workqueue_execute_start",
         "workqueue:workqueue_execute_end",
+        "sched:sched_wakeup",
+        "sched:sched_wakeup_new",
     ];
 
     #[test]
@@ -251,36 +259,41 @@ mod tests {
             Option<(&'static str, &'static str)>,
         );
         let cases: &[Case] = &[
-            (&[], &["net_rx", "block_io", "workqueue"], None),
+            (&[], &["net_rx", "block_io", "workqueue", "wall"], None),
+            (
+                &["sched:sched_wakeup_new"],
+                &["net_rx", "block_io", "workqueue"],
+                Some(("wall time", "sched:sched_wakeup_new")),
+            ),
             (
                 &["block:block_rq_issue"],
-                &["net_rx", "workqueue"],
+                &["net_rx", "workqueue", "wall"],
                 Some(("block I/O", "block:block_rq_issue")),
             ),
             (
                 &["workqueue:workqueue_execute_end"],
-                &["net_rx", "block_io"],
+                &["net_rx", "block_io", "wall"],
                 Some(("workqueue", "workqueue:workqueue_execute_end")),
             ),
             (
                 &["sock:sk_data_ready"],
-                &["block_io", "workqueue"],
+                &["block_io", "workqueue", "wall"],
                 Some(("network receive", "sock:sk_data_ready")),
             ),
             // One send tracepoint is enough; without both the chain is off.
             (
                 &["tcp:tcp_sendmsg_locked"],
-                &["net_rx", "block_io", "workqueue"],
+                &["net_rx", "block_io", "workqueue", "wall"],
                 None,
             ),
             (
                 &["sock:sock_send_length"],
-                &["net_rx", "block_io", "workqueue"],
+                &["net_rx", "block_io", "workqueue", "wall"],
                 None,
             ),
             (
                 &["tcp:tcp_sendmsg_locked", "sock:sock_send_length"],
-                &["block_io", "workqueue"],
+                &["block_io", "workqueue", "wall"],
                 Some(("network receive", "sock:sock_send_length")),
             ),
         ];

@@ -12,7 +12,7 @@ use ratatui::style::{Modifier, Style, Stylize};
 use ratatui::text::{Line, Text};
 use ratatui::widgets::{Block, Cell, Clear, Paragraph, Row, Table, TableState};
 
-use super::state::{ViewState, COMMAND, COST, CPU, ID, TIME};
+use super::state::{ViewState, BLOCKED, COMMAND, COST, CPU, ID, TIME, WAIT};
 
 const ID_WIDTH: u16 = 8;
 const COMMAND_MIN: u16 = 10;
@@ -20,7 +20,7 @@ const COMMAND_MIN: u16 = 10;
 const COMMAND_CAP: u16 = 24;
 /// Numeric columns in the order they are kept as the terminal narrows: the headline figures,
 /// cumulative time, then the parts of the cost, then what is only shown with --syscalls.
-const PRIORITY: [usize; 10] = [CPU, COST, TIME, 5, 6, 7, 8, 10, 3, 4];
+const PRIORITY: [usize; 12] = [CPU, COST, TIME, WAIT, BLOCKED, 5, 6, 7, 8, 10, 3, 4];
 
 fn name(col: usize, per_thread: bool) -> &'static str {
     match col {
@@ -250,10 +250,11 @@ mod tests {
 
     #[test]
     fn every_column_at_full_width_command_capped() {
-        let cols = columns(158, COST);
-        assert_eq!(cols.len(), 12);
+        // 158 cells held the 12 columns before WAIT% (6) and BLOCKED% (9) came, each after a space.
+        let cols = columns(158 + 17, COST);
+        assert_eq!(cols.len(), 14);
         assert_eq!(cols.iter().find(|c| c.0 == COMMAND).unwrap().1, COMMAND_CAP);
-        assert!(total(&cols) <= 158);
+        assert!(total(&cols) <= 158 + 17);
     }
 
     #[test]

@@ -14,7 +14,9 @@ pub const COMMAND: usize = 1;
 pub const CPU: usize = 2;
 pub const COST: usize = 9;
 pub const TIME: usize = 11;
-pub const NCOLS: usize = 12;
+pub const WAIT: usize = 12;
+pub const BLOCKED: usize = 13;
+pub const NCOLS: usize = 14;
 
 /// What the event loop must do after a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,6 +278,8 @@ fn number(r: &Row, col: usize) -> f64 {
         8 => r.workq_pct,
         9 => r.cost_pct,
         10 => r.billed_for_others_pct,
+        WAIT => r.wait_pct,
+        BLOCKED => r.blocked_pct,
         _ => r.total.cost_ns() as f64,
     }
 }
@@ -339,7 +343,7 @@ mod tests {
         assert_eq!(pids(&s, &f), [20, 10, 30], "byte order: N < b < n");
         s.handle_key(key('<'));
         s.handle_key(key('<'));
-        assert_eq!(s.sort, TIME, "wraps around");
+        assert_eq!(s.sort, BLOCKED, "wraps around to the last column");
     }
 
     #[test]

@@ -22,6 +22,15 @@
 #define PKPROF_CHAINS(CHAIN) CHAIN(net_rx, NET) CHAIN(block_io, BLOCK) CHAIN(workqueue, WORKQ)
 #endif
 
+/*
+ * OBSERVER(name): a plug-in that follows every context switch but bills no one (no served slot):
+ * chains/<name>.bpf.h defines <name>_switch_out(c, e, tid) and <name>_switch_in(c, next), called
+ * after the chains' hooks of the same name. The wall chain (per-thread wall-time classes).
+ */
+#ifndef PKPROF_OBSERVERS
+#define PKPROF_OBSERVERS(OBSERVER) OBSERVER(wall)
+#endif
+
 #ifndef PKPROF_SINKS
 #define PKPROF_SINKS(SINK) SINK(record)
 #endif

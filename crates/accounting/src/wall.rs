@@ -1,0 +1,247 @@
+//! Wall-time classes of a thread (docs/design.md, "Wall time"): from the instant pkprof starts
+//! following a thread, every nanosecond is running (on CPU), waiting for a CPU (runqueue) or
+//! blocked, by reason. This module owns the class names, the counters and the runqueue-wait
+//! histogram's buckets and quantiles; the kernel side fills them (the wall chain).
+
+use serde::{Serialize, Serializer};
+
+/// Block reasons, in the order of `enum pkprof_block_reason` after RUNNABLE (which is the runqueue
+/// wait, `WallCounters::runq_ns`).
+pub const NR_BLOCK_REASONS: usize = 7;
+
+/// Block reason names, indexed as `WallCounters::blocked_ns` (and as `reason` label values).
+pub const BLOCK_REASONS: [&str; NR_BLOCK_REASONS] =
+    ["io", "net", "ipc", "lock", "sleep", "poll", "other"];
+
+/// Buckets of the runqueue-wait histogram: two per power of two of nanoseconds.
+pub const RUNQ_HIST: usize = 64;
+
+/// Counts of runqueue waits by length: bucket `i` holds waits in `[lower(i), lower(i + 1))`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunqHist(pub [u64; RUNQ_HIST]);
+
+impl Default for RunqHist {
+    fn default() -> Self {
+        RunqHist([0; RUNQ_HIST])
+    }
+}
+
+// serde derives arrays up to 32 elements only: a plain sequence.
+impl Serialize for RunqHist {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.as_slice().serialize(s)
+    }
+}
+
+impl RunqHist {
+    /// The smallest wait (ns) bucket `i` holds: `2^(i/2)`, or 1.5 times that for odd `i`
+    /// (bucket 0 and 1 hold 0..2 and 2..3 ns... as the kernel side's `runq_bucket`).
+    pub fn lower(i: usize) -> u64 {
+        if i < 2 {
+            return if i == 0 { 0 } else { 1 };
+        }
+        let p = 1u64 << (i / 2);
+        if i % 2 == 1 {
+            p + p / 2
+        } else {
+            p
+        }
+    }
+
+    /// The bucket of a wait of `ns` (the kernel side's `runq_bucket`).
+    pub fn bucket(ns: u64) -> usize {
+        if ns < 2 {
+            return 0;
+        }
+        let lg = 63 - ns.leading_zeros() as usize;
+        (2 * lg + ((ns >> (lg - 1)) & 1) as usize).min(RUNQ_HIST - 1)
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The `q` quantile (0..=1) as the upper bound of its bucket (ns), never above `max_ns` when
+    /// that is known (non-zero); None without waits.
+    pub fn quantile(&self, q: f64, max_ns: u64) -> Option<u64> {
+        let n = self.count();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for (i, c) in self.0.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                let upper = if i + 1 < RUNQ_HIST {
+                    RunqHist::lower(i + 1)
+                } else {
+                    u64::MAX
+                };
+                return Some(if max_ns > 0 { upper.min(max_ns) } else { upper });
+            }
+        }
+        None
+    }
+
+    fn zip(&self, o: &RunqHist, f: impl Fn(u64, u64) -> u64) -> RunqHist {
+        let mut r = RunqHist::default();
+        for i in 0..RUNQ_HIST {
+            r.0[i] = f(self.0[i], o.0[i]);
+        }
+        r
+    }
+}
+
+/// One thread's (or a sum of threads') wall time by class, in ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WallCounters {
+    /// Time followed: from the thread's first wakeup or switch-out seen to its exit or the read.
+    /// `running_ns + runq_ns + blocked_ns` add up to it.
+    pub wall_ns: u64,
+    /// On CPU within `wall_ns`: task time and the interrupts Linux billed to it.
+    pub running_ns: u64,
+    /// Runnable but not running: from a wakeup or preemption to the switch-in.
+    pub runq_ns: u64,
+    /// Blocked, by reason (`BLOCK_REASONS`).
+    pub blocked_ns: [u64; NR_BLOCK_REASONS],
+    /// Off-CPU periods ended, by reason (blocked ones) and preemptions.
+    pub blocks: [u64; NR_BLOCK_REASONS],
+    pub preemptions: u64,
+    /// Runqueue waits ended, and their lengths.
+    pub runq_waits: u64,
+    pub runq_hist: RunqHist,
+    /// Longest runqueue wait since attach (a sum of threads: the longest of them).
+    pub runq_max_ns: u64,
+    /// Off-CPU periods that ended without their wakeup seen: counted as blocked to the end.
+    pub wake_unseen: u64,
+    /// Switches of the thread the kernel never reported (see `LostCounters::missed_switch`): the
+    /// time they hide (on or off CPU, unknown) is OTHER.
+    pub switch_unseen: u64,
+}
+
+impl WallCounters {
+    pub fn blocked_total_ns(&self) -> u64 {
+        self.blocked_ns.iter().sum()
+    }
+
+    /// The classes' sum, `wall_ns` when every nanosecond is accounted.
+    pub fn classes_ns(&self) -> u64 {
+        self.running_ns + self.runq_ns + self.blocked_total_ns()
+    }
+
+    /// Applies `f` to the summable fields; `runq_max_ns` is set by the callers.
+    fn zip_with(&self, o: &WallCounters, f: impl Fn(u64, u64) -> u64) -> WallCounters {
+        let arr = |a: &[u64; NR_BLOCK_REASONS], b: &[u64; NR_BLOCK_REASONS]| {
+            let mut out = [0; NR_BLOCK_REASONS];
+            for i in 0..NR_BLOCK_REASONS {
+                out[i] = f(a[i], b[i]);
+            }
+            out
+        };
+        WallCounters {
+            wall_ns: f(self.wall_ns, o.wall_ns),
+            running_ns: f(self.running_ns, o.running_ns),
+            runq_ns: f(self.runq_ns, o.runq_ns),
+            blocked_ns: arr(&self.blocked_ns, &o.blocked_ns),
+            blocks: arr(&self.blocks, &o.blocks),
+            preemptions: f(self.preemptions, o.preemptions),
+            runq_waits: f(self.runq_waits, o.runq_waits),
+            runq_hist: self.runq_hist.zip(&o.runq_hist, &f),
+            runq_max_ns: 0,
+            wake_unseen: f(self.wake_unseen, o.wake_unseen),
+            switch_unseen: f(self.switch_unseen, o.switch_unseen),
+        }
+    }
+
+    pub fn add(&mut self, o: &WallCounters) {
+        let max = self.runq_max_ns.max(o.runq_max_ns);
+        *self = self.zip_with(o, |a, b| a + b);
+        self.runq_max_ns = max;
+    }
+
+    /// Field-wise `self - earlier` clamped at zero; `runq_max_ns` stays the maximum since attach.
+    pub fn since(&self, earlier: &WallCounters) -> WallCounters {
+        let mut r = self.zip_with(earlier, u64::saturating_sub);
+        r.runq_max_ns = self.runq_max_ns;
+        r
+    }
+
+    pub fn max(&self, o: &WallCounters) -> WallCounters {
+        let mut r = self.zip_with(o, u64::max);
+        r.runq_max_ns = self.runq_max_ns.max(o.runq_max_ns);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_two_per_power_of_two_and_agree_with_their_bounds() {
+        // (ns, bucket) as the kernel side's runq_bucket computes them.
+        let cases = [
+            (0, 0),
+            (1, 0),
+            (2, 2),
+            (3, 3),
+            (4, 4),
+            (5, 4),
+            (6, 5),
+            (7, 5),
+            (8, 6),
+            (1000, 19),
+            (1 << 20, 40),
+            (3 << 19, 41),
+            (u64::MAX, 63),
+        ];
+        for (ns, b) in cases {
+            assert_eq!(RunqHist::bucket(ns), b, "{ns} ns");
+        }
+        for i in 2..RUNQ_HIST - 1 {
+            assert_eq!(RunqHist::bucket(RunqHist::lower(i)), i, "lower({i})");
+            assert_eq!(
+                RunqHist::bucket(RunqHist::lower(i + 1) - 1),
+                i,
+                "upper({i})"
+            );
+        }
+    }
+
+    #[test]
+    fn quantiles_are_bucket_upper_bounds_capped_by_the_max() {
+        let mut h = RunqHist::default();
+        assert_eq!(h.quantile(0.5, 0), None);
+        // 99 waits of 1000 ns, one of 1 ms.
+        h.0[RunqHist::bucket(1000)] += 99;
+        h.0[RunqHist::bucket(1_000_000)] += 1;
+        let upper_1000 = RunqHist::lower(RunqHist::bucket(1000) + 1);
+        assert!(upper_1000 > 1000 && upper_1000 <= 1024 + 512);
+        assert_eq!(h.quantile(0.5, 0), Some(upper_1000));
+        assert_eq!(h.quantile(0.99, 0), Some(upper_1000));
+        assert_eq!(h.quantile(1.0, 1_000_000), Some(1_000_000));
+    }
+
+    #[test]
+    fn sums_add_and_keep_the_longest_wait() {
+        let mut a = WallCounters {
+            wall_ns: 10,
+            running_ns: 4,
+            runq_ns: 1,
+            blocked_ns: [5, 0, 0, 0, 0, 0, 0],
+            runq_max_ns: 7,
+            ..Default::default()
+        };
+        let b = WallCounters {
+            wall_ns: 20,
+            running_ns: 20,
+            runq_max_ns: 3,
+            ..Default::default()
+        };
+        a.add(&b);
+        assert_eq!((a.wall_ns, a.classes_ns(), a.runq_max_ns), (30, 30, 7));
+        let d = a.since(&b);
+        assert_eq!((d.wall_ns, d.running_ns, d.runq_max_ns), (10, 4, 7));
+    }
+}
