@@ -158,6 +158,8 @@ fn man_pages_render() {
         "pkprof-report",
         "pkprof-diff",
         "pkprof-syscalls",
+        "pkprof-agent",
+        "pkprof-ctl",
     ];
     for page in pages {
         let path = s.path(&format!("/usr/share/man/man1/{page}.1.gz"));
@@ -181,6 +183,8 @@ fn man_pages_render() {
             "pkprof" => &["pkprof-top(1)", "pkprof-record(1)", "pkprof-syscalls(1)"],
             "pkprof-record" => &["--max-threads", "--cgroup", "pkprof record -- make -j2"],
             "pkprof-top" => &["--metrics-top", "--batch"],
+            "pkprof-agent" => &["--config", "--store", "systemctl enable --now pkprof-agent"],
+            "pkprof-ctl" => &["status", "dump", "--since"],
             _ => &["--help"],
         };
         for e in expect {

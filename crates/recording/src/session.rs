@@ -82,6 +82,8 @@ pub struct Session<'a, K: KernelSource, M: ProcessMaps> {
     expired_before: u64,
     /// Ring records being handled (kept to reuse its memory).
     batch: Vec<RingRecord>,
+    /// How long one `step` waits for ring records.
+    poll_every: Duration,
 }
 
 /// How often the exact accounting is read, and with it exited threads are freed from the kernel's
@@ -135,7 +137,15 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             next_read: Instant::now(),
             expired_before: 0,
             batch: Vec::new(),
+            poll_every: Duration::from_millis(50),
         }
+    }
+
+    /// How long each `step` waits for ring records (default 50 ms): the agent, which samples
+    /// slowly and answers control requests between steps, wakes less often.
+    pub fn with_poll_every(mut self, every: Duration) -> Self {
+        self.poll_every = every;
+        self
     }
 
     /// Bounds the samples kept until the next window (the agent): at most `max_stacks` distinct
@@ -178,10 +188,11 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         Ok(())
     }
 
-    /// One poll of the ring buffer (about 50 ms), and the accounting read when it is due.
+    /// One poll of the ring buffer (`with_poll_every`, 50 ms by default), and the accounting read
+    /// when it is due.
     pub fn step(&mut self) -> Result<(), SessionError<K::Error>> {
         let mut batch = std::mem::take(&mut self.batch);
-        let polled = self.kernel.poll(Duration::from_millis(50), &mut batch);
+        let polled = self.kernel.poll(self.poll_every, &mut batch);
         self.handle(&mut batch);
         self.batch = batch;
         polled.map_err(SessionError::Ring)?;

@@ -128,7 +128,9 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
         tag_expire,
         config.stack_bytes > 0,
     )
-    .with_limits(config.limits.max_stacks, config.limits.max_groups);
+    .with_limits(config.limits.max_stacks, config.limits.max_groups)
+    // Five wake-ups a second: control requests wait at most that long.
+    .with_poll_every(Duration::from_millis(200));
     session.start()?;
     eprintln!(
         "pkprof: agent sampling at {} Hz per CPU, {} s windows, {}; control: {}{}",
