@@ -42,6 +42,12 @@ pub enum Command {
     /// Count syscalls and "A followed by B" per thread; find the sequences a batched call would save.
     #[command(after_help = SYSCALLS_EXAMPLES)]
     Syscalls(SyscallsArgs),
+    /// Run always: system-wide accounting and labelled sampling in bounded windows, kept in a local store.
+    #[command(after_help = AGENT_EXAMPLES)]
+    Agent(AgentArgs),
+    /// Control a running agent: status, stop/start sampling, reset, dump a profile, flush.
+    #[command(after_help = CTL_EXAMPLES)]
+    Ctl(CtlArgs),
     /// Print a shell completion script (bash, zsh, fish, ...) generated from these options.
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions(CompletionsArgs),
@@ -88,6 +94,166 @@ impl PushArgs {
             files: self.files,
             timeout: std::time::Duration::from_secs_f64(self.timeout),
         })
+    }
+}
+
+const AGENT_EXAMPLES: &str = "Examples:
+  pkprof agent                                defaults: 19 Hz per CPU, 10 s windows, store /var/lib/pkprof
+  pkprof agent --config /etc/pkprof/agent.toml
+  pkprof agent --store /tmp/pk --max-age 1h --window 5s --listen 127.0.0.1:9464
+  pkprof agent --config FILE --check-config   print the configuration in effect and exit
+  sudo cp packaging/pkprof-agent.service /etc/systemd/system/ && sudo systemctl enable --now pkprof-agent
+Every configuration value can be given in the TOML file (packaging/agent.toml documents them all)
+and overridden by a flag. SIGTERM closes the open window and exits; SIGHUP re-reads the file.";
+
+#[derive(Args)]
+pub struct AgentArgs {
+    /// The TOML configuration file (default: built-in defaults).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the configuration in effect and exit.
+    #[arg(long)]
+    check_config: bool,
+    /// Samples per second on each CPU (config: frequency_hz).
+    #[arg(short = 'F', long = "freq")]
+    freq: Option<u64>,
+    /// Length of a window, e.g. 10s (config: window).
+    #[arg(long, value_name = "DURATION")]
+    window: Option<String>,
+    /// Store directory (config: store.dir).
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// No store: keep the last windows in memory only (config: store.enabled = false).
+    #[arg(long, conflicts_with = "store")]
+    no_store: bool,
+    /// Delete windows older than this, e.g. 24h (config: store.max_age).
+    #[arg(long, value_name = "DURATION")]
+    max_age: Option<String>,
+    /// Delete the oldest windows beyond this size, e.g. 1GiB (config: store.max_size).
+    #[arg(long, value_name = "SIZE")]
+    max_size: Option<String>,
+    /// The control socket (config: socket).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Serve /metrics here; "" for none (config: metrics.listen).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<String>,
+    /// Allow --listen on a non-loopback address (config: metrics.allow_remote).
+    #[arg(long)]
+    allow_remote: bool,
+    /// Distinct stacks kept per window (config: limits.max_stacks).
+    #[arg(long)]
+    max_stacks: Option<usize>,
+    /// Distinct (stack, labels) groups kept per window (config: limits.max_groups).
+    #[arg(long)]
+    max_groups: Option<usize>,
+    /// Processes kept per window (config: limits.max_processes).
+    #[arg(long)]
+    max_processes: Option<usize>,
+    /// Bytes of user stack copied per sample (config: stack_bytes).
+    #[arg(long)]
+    stack_bytes: Option<u32>,
+    /// Push each closed window to this OTLP/HTTP endpoint (config: push.otlp_url).
+    #[arg(long, value_name = "URL")]
+    otlp: Option<String>,
+}
+
+impl AgentArgs {
+    pub fn into_options(self) -> crate::agent::AgentOptions {
+        crate::agent::AgentOptions {
+            config: self.config,
+            check: self.check_config,
+            overrides: pkprof_agent::Overrides {
+                frequency_hz: self.freq,
+                window: self.window,
+                store_dir: self.store,
+                no_store: self.no_store,
+                max_age: self.max_age,
+                max_size: self.max_size,
+                socket: self.socket,
+                listen: self.listen,
+                allow_remote: self.allow_remote,
+                max_stacks: self.max_stacks,
+                max_groups: self.max_groups,
+                max_processes: self.max_processes,
+                otlp_url: self.otlp,
+                stack_bytes: self.stack_bytes,
+            },
+        }
+    }
+}
+
+const CTL_EXAMPLES: &str = "Examples:
+  pkprof ctl status                       uptime, windows, samples, losses, memory, own CPU, store, push
+  pkprof ctl stop ; pkprof ctl start      sampling off and on again (the accounting goes on)
+  pkprof ctl dump -o last.data --since 10m   the windows of the last 10 minutes as one profile
+  pkprof ctl flush                        close the open window now
+  pkprof ctl reset                        drop the open window's samples
+Only root can open the agent's socket.";
+
+#[derive(Args)]
+pub struct CtlArgs {
+    /// The agent's control socket.
+    #[arg(long, value_name = "PATH", default_value = pkprof_agent::config::DEFAULT_SOCKET, global = true)]
+    socket: PathBuf,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+#[derive(Subcommand)]
+enum CtlCommand {
+    /// Uptime, windows, samples, losses, memory, own CPU, BPF run time, store and push state.
+    Status,
+    /// Stop stack sampling (the exact accounting goes on).
+    Stop,
+    /// Start stack sampling again.
+    Start,
+    /// Drop the open window's samples and the windows kept in memory.
+    Reset,
+    /// Close the open window now (it goes to the store and pushers).
+    Flush,
+    /// Write the windows since --since (the open one closed first) as one profile.
+    Dump {
+        /// Where to write the profile.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: PathBuf,
+        /// How far back, e.g. 10m, 1h (default: everything kept).
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
+    },
+}
+
+/// `pkprof ctl`, as plain options.
+pub struct CtlOptions {
+    pub socket: PathBuf,
+    pub request: CtlRequest,
+    pub output: Option<PathBuf>,
+}
+
+pub enum CtlRequest {
+    Status,
+    Stop,
+    Start,
+    Reset,
+    Flush,
+    Dump { since: Option<String> },
+}
+
+impl CtlArgs {
+    pub fn into_options(self) -> CtlOptions {
+        let (request, output) = match self.command {
+            CtlCommand::Status => (CtlRequest::Status, None),
+            CtlCommand::Stop => (CtlRequest::Stop, None),
+            CtlCommand::Start => (CtlRequest::Start, None),
+            CtlCommand::Reset => (CtlRequest::Reset, None),
+            CtlCommand::Flush => (CtlRequest::Flush, None),
+            CtlCommand::Dump { output, since } => (CtlRequest::Dump { since }, Some(output)),
+        };
+        CtlOptions {
+            socket: self.socket,
+            request,
+            output,
+        }
     }
 }
 
@@ -499,6 +665,7 @@ const REPORT_EXAMPLES: &str = "Examples:
   pkprof report pkprof.data --format speedscope -o p.speedscope.json
   pkprof report pkprof.data --format html -o profile.html
   pkprof report pkprof.data --symbols /usr/lib/debug --symbols ./debug   names for stripped binaries
+  pkprof report --store /var/lib/pkprof --since 1h --dcpi --by container   the agent's last hour
 Names are PIDu:func / PIDk:func (OTHER, KERNEL, IDLE for the other buckets). Times are measured
 from the sampled stacks; calls are shown only where counted exactly (record --syscalls, --count).";
 
@@ -506,6 +673,7 @@ const DIFF_EXAMPLES: &str = "Examples:
   pkprof diff before.data after.data                 every procedure, by change of share
   pkprof diff before.data after.data --by process --min-percent 1   keep PIDs (PIDu:func)
   pkprof diff a.data b.data --format html -o diff.html   differential flame graph
+  pkprof diff --store /var/lib/pkprof --range 2h..1h --range 1h..now   the agent's last hour vs the one before
 Rows match by plain function names, so two runs of one program (different PIDs) line up; --by
 process or --by thread keeps the PIDs. Profiles of different lengths, rates or CPU counts are
 compared by share of their own CPU time and by CPU seconds per wall second; the header says how.";
@@ -514,8 +682,11 @@ const FORMATS: [&str; 4] = ["pprof", "folded", "speedscope", "html"];
 
 #[derive(Args)]
 pub struct ReportArgs {
-    /// A profile written by `pkprof record`.
-    file: PathBuf,
+    /// A profile written by `pkprof record` (or `pkprof ctl dump`).
+    #[arg(required_unless_present = "store")]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Name frames of stripped binaries from separate debug files in DIR (repeatable): by
     /// build-id (DIR/.build-id/xx/rest.debug), else by the binary's .gnu_debuglink name in DIR or
     /// DIR/.debug/.
@@ -527,6 +698,20 @@ pub struct ReportArgs {
     select: SelectArgs,
     #[command(flatten)]
     output: ExportArgs,
+}
+
+#[derive(Args)]
+#[command(next_help_heading = "The agent's store")]
+struct StoreArgs {
+    /// Read the windows of an agent's store instead of a file, merged into one profile.
+    #[arg(long, value_name = "DIR", conflicts_with = "file")]
+    store: Option<PathBuf>,
+    /// From this long ago (1h, 30m), `now` or @UNIX_SECONDS (default: the oldest window).
+    #[arg(long, value_name = "WHEN", requires = "store")]
+    since: Option<String>,
+    /// Until this long ago, `now` or @UNIX_SECONDS (default: now).
+    #[arg(long, value_name = "WHEN", requires = "store")]
+    until: Option<String>,
 }
 
 #[derive(Args)]
@@ -564,7 +749,7 @@ struct SelectArgs {
     /// Fold routines whose name matches REGEX into one named NAME (repeatable; first match wins).
     #[arg(long = "group", value_name = "NAME=REGEX")]
     groups: Vec<String>,
-    /// Split DCPI tables by process, thread, bucket, context or cgroup.
+    /// Split DCPI tables by process, thread, bucket, context, cgroup, container or (systemd) unit.
     #[arg(long, value_name = "KEY")]
     by: Option<pkprof_report::select::ByKey>,
     /// Leave out rows and entries under this percentage.
@@ -589,9 +774,23 @@ struct ExportArgs {
 #[derive(Args)]
 pub struct DiffArgs {
     /// The baseline profile.
-    a: PathBuf,
+    #[arg(required_unless_present = "store")]
+    a: Option<PathBuf>,
     /// The profile compared with it.
-    b: PathBuf,
+    #[arg(required_unless_present = "store")]
+    b: Option<PathBuf>,
+    /// Compare two time ranges of an agent's store instead of two files (with --range twice).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["a", "b"], requires = "ranges")]
+    store: Option<PathBuf>,
+    /// A time range FROM..TO of the store (2h..1h, 1h..now, @SECONDS..@SECONDS): give it twice,
+    /// the baseline first.
+    #[arg(
+        long = "range",
+        value_name = "FROM..TO",
+        requires = "store",
+        num_args = 1
+    )]
+    ranges: Vec<String>,
     #[command(flatten)]
     select: SelectArgs,
     #[command(flatten)]
@@ -646,7 +845,11 @@ impl SelectArgs {
 impl ReportArgs {
     pub fn into_options(self) -> ReportOptions {
         ReportOptions {
-            file: self.file,
+            file: self.store.store.clone().or(self.file).unwrap_or_default(),
+            store: self.store.store.map(|_| crate::report::StoreRange {
+                since: self.store.since,
+                until: self.store.until,
+            }),
             symbols: self.symbols,
             sections: Sections {
                 flat: self.sections.flat,
@@ -670,8 +873,9 @@ impl DiffArgs {
             select.names = pkprof_report::names::NameStyle::Plain;
         }
         DiffOptions {
-            a: self.a,
-            b: self.b,
+            a: self.a.unwrap_or_default(),
+            b: self.b.unwrap_or_default(),
+            store: self.store.map(|dir| (dir, self.ranges)),
             select,
             format: self.output.format,
             output: self.output.output,

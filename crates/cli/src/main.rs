@@ -1,6 +1,7 @@
 //! pkprof: the command-line entry point. Parses arguments, sets up logging, runs a subcommand, and
 //! turns any error into one line on stderr with a non-zero exit code.
 
+mod agent;
 mod cli;
 mod cli_docs;
 mod launch;
@@ -31,6 +32,8 @@ fn main() {
         cli::Command::Report(rep) => report::run_report(rep.into_options()).map(|()| 0),
         cli::Command::Diff(diff) => report::run_diff(diff.into_options()).map(|()| 0),
         cli::Command::Syscalls(sc) => syscalls::run(sc.into_options()),
+        cli::Command::Agent(a) => agent::run(a.into_options()),
+        cli::Command::Ctl(c) => agent::ctl(c.into_options()).map(|()| 0),
         cli::Command::Completions(c) => cli_docs::completions(c.shell).map(|()| 0),
         cli::Command::Man(m) => cli_docs::man(m.dir.as_deref()).map(|()| 0),
         cli::Command::Push(p) => p

@@ -17,7 +17,7 @@ pub fn own_cpu_ns() -> u64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| {

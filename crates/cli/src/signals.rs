@@ -62,3 +62,23 @@ pub fn received_count() -> usize {
 pub fn request_stop() {
     STOP.store(true, Ordering::SeqCst);
 }
+
+/// SIGHUP received since the last `take_hup` (the agent re-reads its configuration).
+static HUP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_hup(_sig: libc::c_int) {
+    HUP.store(true, Ordering::SeqCst);
+}
+
+/// Catches SIGHUP (instead of dying of it) for `take_hup`.
+pub fn install_hup() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
+    }
+}
+
+/// Whether SIGHUP came since the last call.
+pub fn take_hup() -> bool {
+    HUP.swap(false, Ordering::SeqCst)
+}

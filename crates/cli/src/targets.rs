@@ -118,7 +118,7 @@ fn fs_type(path: &Path) -> Result<i64> {
 }
 
 /// Mount points of cgroup2, from /proc/self/mountinfo (the kernel's list, as findmnt reads it).
-fn cgroup2_mounts() -> Vec<PathBuf> {
+pub(crate) fn cgroup2_mounts() -> Vec<PathBuf> {
     let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };

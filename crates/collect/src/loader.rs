@@ -64,6 +64,8 @@ impl Default for CollectorOptions {
 pub struct Collector {
     pub(crate) skel: CpuAccountSkel<'static>,
     _links: Vec<Link>,
+    /// The sampling events' descriptors (owned by their links in `_links`).
+    sampling_fds: Vec<std::os::fd::RawFd>,
     _stats_fd: Option<OwnedFd>,
     pub(crate) options: CollectorOptions,
     /// CLOCK_MONOTONIC right after attach: counting starts here.
@@ -85,13 +87,12 @@ fn attach_record(
     skel: &CpuAccountSkel<'static>,
     rec: &RecordConfig,
     links: &mut Vec<Link>,
+    sampling_fds: &mut Vec<std::os::fd::RawFd>,
 ) -> Result<(), CollectError> {
     for cpu in perf::online_cpus()? {
-        links.push(perf::attach_cpu_clock(
-            &skel.progs.on_sample,
-            cpu,
-            rec.frequency_hz,
-        )?);
+        let (link, fd) = perf::attach_cpu_clock(&skel.progs.on_sample, cpu, rec.frequency_hz)?;
+        links.push(link);
+        sampling_fds.push(fd);
     }
     for (i, probe) in rec.probes.iter().enumerate() {
         links.push(uprobes::attach(&skel.progs.on_func_entry, i, probe)?);
@@ -221,8 +222,9 @@ impl Collector {
             |_| Ok(()),
             |skel| attach_plan(skel, &chains),
         )?;
+        let mut sampling_fds = Vec::new();
         if let Some(rec) = &options.record {
-            attach_record(&skel, rec, &mut links)?;
+            attach_record(&skel, rec, &mut links, &mut sampling_fds)?;
         }
         // Everything is attached: counting starts now, on every CPU at once.
         let attach_mono_ns = monotonic_ns();
@@ -234,6 +236,7 @@ impl Collector {
         Ok(Collector {
             skel,
             _links: links,
+            sampling_fds,
             _stats_fd: stats_fd,
             options,
             attach_mono_ns,
@@ -244,6 +247,15 @@ impl Collector {
             chains,
             chains_off,
         })
+    }
+
+    /// Stops or restarts stack sampling on every CPU (the agent's `ctl stop` / `ctl start`); the
+    /// exact accounting is not affected.
+    pub fn set_sampling(&self, on: bool) -> Result<(), CollectError> {
+        for fd in &self.sampling_fds {
+            perf::set_enabled(*fd, on)?;
+        }
+        Ok(())
     }
 
     /// The chains a missing tracepoint turned off at start (each says what goes unattributed).

@@ -18,6 +18,8 @@ const STREAM_BACKLOG: usize = 16;
 
 struct Shared {
     exposition: Mutex<Exposition>,
+    /// Series appended to `/metrics` by the embedding program (the agent's own health).
+    extra: Mutex<String>,
     subscribers: Mutex<Vec<SyncSender<Arc<Interval>>>>,
 }
 
@@ -34,6 +36,7 @@ impl Server {
         let local = http.server_addr().to_ip().unwrap_or(addr);
         let shared = Arc::new(Shared {
             exposition: Mutex::new(Exposition::new(metrics_top)),
+            extra: Mutex::new(String::new()),
             subscribers: Mutex::new(Vec::new()),
         });
         let s = Arc::clone(&shared);
@@ -52,6 +55,14 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Series (Prometheus text lines, with their `# TYPE` lines) appended to every `/metrics`
+    /// answer from now on, replacing the previous ones (the agent's own health).
+    pub fn set_extra(&self, text: String) {
+        if let Ok(mut e) = self.shared.extra.lock() {
+            *e = text;
+        }
     }
 
     /// Makes `frame` the one `/metrics` shows and sends it to every `/stream` client.
@@ -82,11 +93,14 @@ fn handle(shared: &Arc<Shared>, req: tiny_http::Request) {
     let path = req.url().split('?').next().unwrap_or("").to_string();
     let result = match path.as_str() {
         "/metrics" => {
-            let body = shared
+            let mut body = shared
                 .exposition
                 .lock()
                 .map(|e| e.text().to_string())
                 .unwrap_or_default();
+            if let Ok(extra) = shared.extra.lock() {
+                body.push_str(&extra);
+            }
             req.respond(Response::from_string(body).with_header(header(
                 "Content-Type",
                 "text/plain; version=0.0.4; charset=utf-8",

@@ -8,10 +8,12 @@
 //! profiles of any size for tests and benchmarks.
 
 pub mod builder;
+pub mod cgroup;
 pub mod format;
 pub mod model;
 pub mod synthetic;
 
 pub use builder::ProfileBuilder;
+pub use cgroup::CgroupLabels;
 pub use format::{load, read_profile, save, write_profile, FormatError};
 pub use model::*;

@@ -22,6 +22,8 @@ pub struct Profile {
     pub syscalls: Vec<SyscallStat>,
     /// Exact call counts of user functions (`record --count FUNC@BINARY`).
     pub func_counts: Vec<FuncCount>,
+    /// Paths of the cgroups samples name by id ([`SampleGroup::cgroup_id`]), where known.
+    pub cgroups: Vec<CgroupInfo>,
 }
 
 /// Self-description of a recording.
@@ -360,6 +362,14 @@ pub struct ProcessInfo {
     pub served_ns: u64,
 }
 
+/// A cgroup v2 directory: its id (inode number) and path below the cgroup2 mount. Container and
+/// unit labels are parsed from the path ([`crate::cgroup::CgroupLabels`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CgroupInfo {
+    pub id: u64,
+    pub path: String,
+}
+
 /// Exact count and time of one syscall in one process.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SyscallStat {
@@ -386,6 +396,14 @@ impl Profile {
     /// Total samples in the profile.
     pub fn total_samples(&self) -> u64 {
         self.samples.iter().map(|s| s.count).sum()
+    }
+
+    /// The path of cgroup `id`, when the profile knows it.
+    pub fn cgroup_path(&self, id: u64) -> Option<&str> {
+        self.cgroups
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.path.as_str())
     }
 
     /// The frames of a stack, root first.

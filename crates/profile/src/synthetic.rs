@@ -434,5 +434,15 @@ pub fn rich() -> Profile {
             function: "handle_请求".into(),
             count: 77,
         }],
+        cgroups: vec![
+            CgroupInfo {
+                id: 1,
+                path: "/system.slice/srv.service".into(),
+            },
+            CgroupInfo {
+                id: u64::MAX,
+                path: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod8a3c2e1f_7b6d_4c5e_9f0a_1b2c3d4e5f60.slice/cri-containerd-4f1b9c2e8a7d6b5c4f1b9c2e8a7d6b5c4f1b9c2e8a7d6b5c4f1b9c2e8a7d6b5c.scope".into(),
+            },
+        ],
     }
 }

@@ -344,6 +344,18 @@ fn version_1_file_without_build_ids_reads_them_empty() {
         f.build_id.clear();
     }
     expected.meta.user_stacks = UserStacks::default();
+    expected.cgroups.clear();
+    assert_eq!(load(&path).unwrap(), expected);
+}
+
+/// The golden file as version 1 was written before the cgroup path table was added (compatibly,
+/// for the agent's container labels): it must still read, with no cgroup paths.
+#[test]
+fn version_1_file_without_cgroup_paths_reads_them_empty() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/v1-rich-before-cgroups.pkprof");
+    let mut expected = rich();
+    expected.cgroups.clear();
     assert_eq!(load(&path).unwrap(), expected);
 }
 

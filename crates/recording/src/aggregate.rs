@@ -33,12 +33,42 @@ pub struct Aggregate {
     stacks: Vec<RawStack>,
     stack_ids: HashMap<RawStack, u32>,
     groups: HashMap<(u32, Labels), u64>,
+    /// Most distinct stacks and groups kept (None: unbounded, as `record` keeps them).
+    limits: Option<(usize, usize)>,
+    /// Samples not kept because a limit was reached.
+    dropped: u64,
 }
 
 impl Aggregate {
+    /// An aggregate keeping at most `limits` = (distinct stacks, groups); None: unbounded.
+    pub fn bounded(limits: Option<(usize, usize)>) -> Self {
+        Aggregate {
+            limits,
+            ..Aggregate::default()
+        }
+    }
+
+    pub fn limits(&self) -> Option<(usize, usize)> {
+        self.limits
+    }
+
+    /// Samples not kept because a limit was reached.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
     pub fn add(&mut self, stack: RawStack, labels: Labels) {
+        let (max_stacks, max_groups) = self.limits.unwrap_or((usize::MAX, usize::MAX));
         let id = match self.stack_ids.get(&stack) {
             Some(id) => *id,
+            None if self.stacks.len() >= max_stacks => {
+                self.dropped += 1;
+                return;
+            }
             None => {
                 let id = self.stacks.len() as u32;
                 self.stacks.push(stack.clone());
@@ -46,7 +76,14 @@ impl Aggregate {
                 id
             }
         };
-        *self.groups.entry((id, labels)).or_default() += 1;
+        let key = (id, labels);
+        if let Some(n) = self.groups.get_mut(&key) {
+            *n += 1;
+        } else if self.groups.len() >= max_groups {
+            self.dropped += 1;
+        } else {
+            self.groups.insert(key, 1);
+        }
     }
 
     pub fn stacks(&self) -> &[RawStack] {

@@ -76,6 +76,12 @@ pub struct Session<'a, K: KernelSource, M: ProcessMaps> {
     /// When the accounting was last read, and the thread table's lost count then.
     last_read: Instant,
     last_thread_map_full: u64,
+    /// When the accounting is read next (`step`).
+    next_read: Instant,
+    /// Held samples expired before the current window (`take_window`).
+    expired_before: u64,
+    /// Ring records being handled (kept to reuse its memory).
+    batch: Vec<RingRecord>,
 }
 
 /// How often the exact accounting is read, and with it exited threads are freed from the kernel's
@@ -126,11 +132,21 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             unwinding,
             last_read: Instant::now(),
             last_thread_map_full: 0,
+            next_read: Instant::now(),
+            expired_before: 0,
+            batch: Vec::new(),
         }
     }
 
+    /// Bounds the samples kept until the next window (the agent): at most `max_stacks` distinct
+    /// stacks and `max_groups` (stack, labels) groups; samples beyond them are counted as dropped.
+    pub fn with_limits(mut self, max_stacks: usize, max_groups: usize) -> Self {
+        self.rec.aggregate = Aggregate::bounded(Some((max_stacks, max_groups)));
+        self
+    }
+
     /// When to read the accounting next: sooner while the thread table is filling up.
-    fn next_read(&self) -> Instant {
+    fn next_read_at(&self) -> Instant {
         Instant::now()
             + if self.table_busy {
                 READ_EVERY_BUSY
@@ -145,26 +161,103 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         mut self,
         mut stop: impl FnMut() -> Option<StopReason>,
     ) -> Result<Recorded, SessionError<K::Error>> {
-        self.kernel.open_ring().map_err(SessionError::OpenRing)?;
-        let mut batch = Vec::new();
-        let mut next_read = self.next_read();
+        self.start()?;
         let reason = loop {
-            self.kernel
-                .poll(Duration::from_millis(50), &mut batch)
-                .map_err(SessionError::Ring)?;
-            self.handle(&mut batch);
-            if Instant::now() >= next_read {
-                self.read_accounting()?;
-                next_read = self.next_read();
-                let now = self.kernel.now_ns();
-                for (s, r) in self.holds.sweep(now) {
-                    self.resolved(s, r);
-                }
-            }
+            self.step()?;
             if let Some(reason) = stop() {
                 break reason;
             }
         };
+        self.finish(reason)
+    }
+
+    /// Starts reading the ring buffer (what `run` does first; the agent drives the steps itself).
+    pub fn start(&mut self) -> Result<(), SessionError<K::Error>> {
+        self.kernel.open_ring().map_err(SessionError::OpenRing)?;
+        self.next_read = self.next_read_at();
+        Ok(())
+    }
+
+    /// One poll of the ring buffer (about 50 ms), and the accounting read when it is due.
+    pub fn step(&mut self) -> Result<(), SessionError<K::Error>> {
+        let mut batch = std::mem::take(&mut self.batch);
+        let polled = self.kernel.poll(Duration::from_millis(50), &mut batch);
+        self.handle(&mut batch);
+        self.batch = batch;
+        polled.map_err(SessionError::Ring)?;
+        if Instant::now() >= self.next_read {
+            self.read_accounting()?;
+            self.next_read = self.next_read_at();
+            let now = self.kernel.now_ns();
+            for (s, r) in self.holds.sweep(now) {
+                self.resolved(s, r);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a window (the agent, docs/design.md "The agent"): reads the accounting now and hands
+    /// over what was gathered since the last window: the samples and this window's counts; the
+    /// processes with their totals since attach (exited ones are then forgotten). Held samples
+    /// stay held for the next window.
+    pub fn take_window(&mut self) -> Result<Recorded, SessionError<K::Error>> {
+        self.read_accounting()?;
+        self.next_read = self.next_read_at();
+        let expired = self.holds.expired();
+        let limits = self.rec.aggregate.limits();
+        let fresh = Recorded {
+            aggregate: Aggregate::bounded(limits),
+            processes: self.rec.processes.clone(),
+            last_frame: self.rec.last_frame.clone(),
+            syscalls: Vec::new(),
+            held_expired: 0,
+            undecodable: 0,
+            kstack_errors: 0,
+            ustack_errors: 0,
+            maps_missing: 0,
+            untracked_target_ns: self.rec.untracked_target_ns,
+            costs: SampleCosts::default(),
+            stop: StopReason::Duration,
+        };
+        let mut window = std::mem::replace(&mut self.rec, fresh);
+        self.rec.processes.retain(|_, p| !p.exited);
+        let live = &self.rec.processes;
+        self.captures.retain(|pid, _| live.contains_key(pid));
+        window.held_expired = expired - self.expired_before;
+        self.expired_before = expired;
+        Ok(window)
+    }
+
+    /// The kernel side, between steps (the agent reads its loss counts at a window's end).
+    pub fn kernel_mut(&mut self) -> &mut K {
+        self.kernel
+    }
+
+    /// The processes' maps and symbolizer, between steps (the agent symbolizes each window).
+    pub fn maps_mut(&mut self) -> &mut M {
+        self.maps
+    }
+
+    /// The accounting's latest read (totals since attach), for live outputs.
+    pub fn last_frame(&self) -> Option<&Interval> {
+        self.rec.last_frame.as_ref()
+    }
+
+    /// Samples and stack groups in memory now, and samples dropped by the aggregate's limits.
+    pub fn aggregate_size(&self) -> (usize, usize, u64) {
+        let a = &self.rec.aggregate;
+        (a.stacks().len(), a.group_count(), a.dropped())
+    }
+
+    /// Drops the samples gathered since the last window (`pkprof ctl reset`).
+    pub fn reset_window(&mut self) {
+        let limits = self.rec.aggregate.limits();
+        self.rec.aggregate = Aggregate::bounded(limits);
+    }
+
+    /// Drains what is left in the ring buffer, stops reading it and hands over the recording.
+    pub fn finish(mut self, reason: StopReason) -> Result<Recorded, SessionError<K::Error>> {
+        let mut batch = std::mem::take(&mut self.batch);
         self.kernel.drain(&mut batch).map_err(SessionError::Ring)?;
         self.handle(&mut batch);
         self.kernel.close_ring();
@@ -172,7 +265,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         for (s, r) in self.holds.drain() {
             self.resolved(s, r);
         }
-        self.rec.held_expired = self.holds.expired();
+        self.rec.held_expired = self.holds.expired() - self.expired_before;
         self.rec.stop = reason;
         Ok(self.rec)
     }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use pkprof_profile::{Bucket, Profile, SampleGroup};
+use pkprof_profile::{Bucket, CgroupLabels, Profile, SampleGroup};
 
 use crate::format::{fmt_g, percent};
 use crate::graph::{check_samples, fold, no_match};
@@ -155,6 +155,10 @@ struct KeyNames<'a> {
     by: ByKey,
     comms: HashMap<u32, &'a str>,
     ids: FastMap<(u8, u64, u64), u32>,
+    /// Container and unit names already given an id.
+    by_name: HashMap<String, u32>,
+    /// Cgroup paths by id (`Profile::cgroups`).
+    cgroups: HashMap<u64, &'a str>,
     names: Vec<String>,
 }
 
@@ -168,6 +172,8 @@ impl<'a> KeyNames<'a> {
                 .map(|i| (i.pid, i.comm.as_str()))
                 .collect(),
             ids: FastMap::default(),
+            by_name: HashMap::new(),
+            cgroups: p.cgroups.iter().map(|c| (c.id, c.path.as_str())).collect(),
             names: Vec::new(),
         }
     }
@@ -179,6 +185,17 @@ impl<'a> KeyNames<'a> {
             ByKey::Thread => (b, u64::from(s.pid), u64::from(s.tid)),
             ByKey::Bucket => (b, 0, 0),
             ByKey::Context => (0, context_code(s), 0),
+            // Several cgroups may be one container or unit: named first, interned by name.
+            ByKey::Container | ByKey::Unit => {
+                let name = self.name(s);
+                if let Some(&id) = self.by_name.get(&name) {
+                    return id;
+                }
+                let id = self.names.len() as u32;
+                self.by_name.insert(name.clone(), id);
+                self.names.push(name);
+                return id;
+            }
             ByKey::Cgroup => (0, s.cgroup_id, 0),
         };
         if let Some(&id) = self.ids.get(&key) {
@@ -201,7 +218,22 @@ impl<'a> KeyNames<'a> {
             (ByKey::Bucket, b) => bucket_name(b).to_uppercase(),
             (ByKey::Context, _) => context_name(s.context),
             (ByKey::Cgroup, _) if s.cgroup_id == 0 => "cgroup unknown".into(),
-            (ByKey::Cgroup, _) => format!("cgroup {}", s.cgroup_id),
+            (ByKey::Cgroup, _) => match self.cgroups.get(&s.cgroup_id) {
+                Some(path) => format!("cgroup {path}"),
+                None => format!("cgroup {}", s.cgroup_id),
+            },
+            (ByKey::Container, _) => match self.cgroups.get(&s.cgroup_id) {
+                Some(path) => CgroupLabels::parse(path)
+                    .container_name()
+                    .unwrap_or_else(|| "no container".into()),
+                None => "container unknown".into(),
+            },
+            (ByKey::Unit, _) => match self.cgroups.get(&s.cgroup_id) {
+                Some(path) => CgroupLabels::parse(path)
+                    .unit
+                    .unwrap_or_else(|| "no unit".into()),
+                None => "unit unknown".into(),
+            },
         }
     }
 }

@@ -36,10 +36,22 @@ pub enum ByKey {
     Bucket,
     Context,
     Cgroup,
+    /// The container (runtime and id) parsed from the served thread's cgroup path.
+    Container,
+    /// The systemd unit parsed from the served thread's cgroup path.
+    Unit,
 }
 
 impl ByKey {
-    pub const NAMES: [&'static str; 5] = ["process", "thread", "bucket", "context", "cgroup"];
+    pub const NAMES: [&'static str; 7] = [
+        "process",
+        "thread",
+        "bucket",
+        "context",
+        "cgroup",
+        "container",
+        "unit",
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +60,8 @@ impl ByKey {
             ByKey::Bucket => "bucket",
             ByKey::Context => "context",
             ByKey::Cgroup => "cgroup",
+            ByKey::Container => "container",
+            ByKey::Unit => "unit",
         }
     }
 }
@@ -62,6 +76,8 @@ impl std::str::FromStr for ByKey {
             "bucket" => ByKey::Bucket,
             "context" => ByKey::Context,
             "cgroup" => ByKey::Cgroup,
+            "container" => ByKey::Container,
+            "unit" => ByKey::Unit,
             _ => {
                 return Err(format!(
                     "unknown key {s:?} (known: {})",

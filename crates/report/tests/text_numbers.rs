@@ -423,3 +423,68 @@ fn samples_without_a_stack_are_kept() {
     assert_eq!(routine(&g, "7:[no stack]").self_samples, 3);
     assert_eq!(g.samples, 4);
 }
+
+/// `--by container` and `--by unit` name what the cgroup paths say (crates/profile/src/cgroup.rs);
+/// two cgroups of one container are one row, and a cgroup id the profile has no path for says so.
+#[test]
+fn dcpi_by_container_and_unit() {
+    use pkprof_profile::CgroupInfo;
+    const ID: &str = "4f1b9c2e8a7d6b5c4f1b9c2e8a7d6b5c4f1b9c2e8a7d6b5c4f1b9c2e8a7d6b5c";
+    let mut p = small();
+    for s in &mut p.samples {
+        s.cgroup_id = match s.pid {
+            100 => 10 + u64::from(s.count % 2), // two cgroups of the same container
+            200 => 20,
+            300 => 30,
+            _ => 0,
+        };
+    }
+    let pod = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod8a3c2e1f_7b6d_4c5e_9f0a_1b2c3d4e5f60.slice";
+    p.cgroups = vec![
+        CgroupInfo {
+            id: 10,
+            path: format!("{pod}/cri-containerd-{ID}.scope"),
+        },
+        CgroupInfo {
+            id: 11,
+            path: format!("{pod}/cri-containerd-{ID}.scope/sub"),
+        },
+        CgroupInfo {
+            id: 20,
+            path: "/system.slice/client.service".into(),
+        },
+    ];
+    let keys = |by| {
+        let opts = SelectOptions {
+            by: Some(by),
+            ..SelectOptions::default()
+        };
+        let sel = Selection::new(&opts, &[&p]).unwrap();
+        let t = DcpiTable::build(&p, &sel).unwrap();
+        t.keys
+            .iter()
+            .map(|k| (k.key.clone().unwrap(), k.samples))
+            .collect::<Vec<_>>()
+    };
+    let own = |v: &[(&str, u64)]| {
+        v.iter()
+            .map(|(k, n)| (k.to_string(), *n))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        keys(ByKey::Container),
+        own(&[
+            ("container unknown", 110),
+            ("containerd:4f1b9c2e8a7d", 70),
+            ("no container", 20),
+        ])
+    );
+    assert_eq!(
+        keys(ByKey::Unit),
+        own(&[
+            ("unit unknown", 110),
+            (&format!("cri-containerd-{ID}.scope"), 70),
+            ("client.service", 20),
+        ])
+    );
+}

@@ -25,8 +25,10 @@ use pkprof_recording::meta::{self, KernelLost};
 use pkprof_recording::{Extras, Session, StopReason};
 use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
 
-pub use options::{parse_probe, RecordOptions, Target, DEFAULT_FREQUENCY_HZ, DEFAULT_OUTPUT};
-use sources::{Kernel, Symbolizing};
+pub use options::{
+    parse_probe, ring_bytes, RecordOptions, Target, DEFAULT_FREQUENCY_HZ, DEFAULT_OUTPUT,
+};
+pub(crate) use sources::{Kernel, Symbolizing};
 use stop::StopWhen;
 
 use crate::launch;

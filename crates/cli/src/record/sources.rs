@@ -30,6 +30,11 @@ impl<'a> Kernel<'a> {
         }
     }
 
+    /// The collector itself, between polls.
+    pub fn collector(&mut self) -> &mut Collector {
+        self.collector
+    }
+
     fn take_inbox(&self, out: &mut Vec<RingRecord>) {
         out.extend(self.inbox.borrow_mut().drain(..).map(|ev| match ev {
             Some(RecordEvent::Sample(s)) => RingRecord::Sample(s),

@@ -22,9 +22,19 @@ pub struct Sections {
     pub dcpi: bool,
 }
 
+/// A time range of an agent's store (`--since`, `--until`), as given.
+#[derive(Clone, Debug, Default)]
+pub struct StoreRange {
+    pub since: Option<String>,
+    pub until: Option<String>,
+}
+
 #[derive(Clone, Debug)]
 pub struct ReportOptions {
+    /// The profile file, or with `store` the store's directory.
     pub file: PathBuf,
+    /// Read the windows of an agent's store in this range (`--store DIR --since 1h`).
+    pub store: Option<StoreRange>,
     /// Directories of separate debug files to name unsymbolized user frames from (`--symbols`).
     pub symbols: Vec<PathBuf>,
     /// None of them asked: flat profile and call graph.
@@ -40,6 +50,8 @@ pub struct ReportOptions {
 pub struct DiffOptions {
     pub a: PathBuf,
     pub b: PathBuf,
+    /// Compare two ranges (`FROM..TO`) of an agent's store instead of two files.
+    pub store: Option<(PathBuf, Vec<String>)>,
     pub select: SelectOptions,
     /// `html`: a page with a differential flame graph instead of the text table.
     pub format: Option<String>,
@@ -48,6 +60,55 @@ pub struct DiffOptions {
 
 fn load(path: &Path) -> Result<Profile> {
     pkprof_profile::load(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// The windows of the store at `dir` between `since_ns` and `until_ns`, merged; windows that
+/// cannot be read are skipped and said on standard error.
+fn load_store(dir: &Path, since_ns: u64, until_ns: u64, what: &str) -> Result<Profile> {
+    let l = pkprof_agent::store::load_range(dir, since_ns, until_ns)
+        .with_context(|| format!("cannot read the store {}", dir.display()))?;
+    for s in &l.skipped {
+        eprintln!("pkprof: skipped an unreadable window: {s}");
+    }
+    l.profile.ok_or_else(|| {
+        anyhow::anyhow!(
+            "no window in the store {} for {what}{}",
+            dir.display(),
+            if l.skipped.is_empty() {
+                ""
+            } else {
+                " (every window in it was unreadable)"
+            }
+        )
+    })
+}
+
+/// The profile a report reads: the file, or the store's windows in the range given.
+fn load_input(opts: &ReportOptions) -> Result<Profile> {
+    let Some(range) = &opts.store else {
+        return load(&opts.file);
+    };
+    let now = pkprof_recording::meta::unix_ns();
+    let when = |flag: &str, v: &Option<String>, default: u64| match v {
+        Some(s) => {
+            pkprof_agent::config::parse_when(s, now).map_err(|e| anyhow::anyhow!("{flag} {e}"))
+        }
+        None => Ok(default),
+    };
+    let since = when("--since", &range.since, 0)?;
+    let until = when("--until", &range.until, now)?;
+    if since > until {
+        bail!("--since is after --until");
+    }
+    let what = match (&range.since, &range.until) {
+        (None, None) => "any time".to_string(),
+        (s, u) => format!(
+            "{}..{}",
+            s.as_deref().unwrap_or("start"),
+            u.as_deref().unwrap_or("now")
+        ),
+    };
+    load_store(&opts.file, since, until, &what)
 }
 
 /// Standard output, or the file `-o` names.
@@ -105,7 +166,7 @@ fn name_from_debug_files(profile: &mut Profile, dirs: &[PathBuf]) {
 }
 
 pub fn run_report(opts: ReportOptions) -> Result<()> {
-    let mut profile = load(&opts.file)?;
+    let mut profile = load_input(&opts)?;
     name_from_debug_files(&mut profile, &opts.symbols);
     let profile = profile;
     let name = opts.file.display().to_string();
@@ -186,9 +247,26 @@ pub fn run_report(opts: ReportOptions) -> Result<()> {
     finish(result, &mut out, &format!("cannot report {name}"))
 }
 
-pub fn run_diff(opts: DiffOptions) -> Result<()> {
-    let a = load(&opts.a)?;
-    let b = load(&opts.b)?;
+pub fn run_diff(mut opts: DiffOptions) -> Result<()> {
+    let (a, b) = match &opts.store {
+        None => (load(&opts.a)?, load(&opts.b)?),
+        Some((dir, ranges)) => {
+            if ranges.len() != 2 {
+                bail!("diff --store compares two ranges: give --range FROM..TO twice");
+            }
+            let now = pkprof_recording::meta::unix_ns();
+            let mut out = Vec::new();
+            for r in ranges {
+                let (since, until) = pkprof_agent::config::parse_range(r, now)
+                    .map_err(|e| anyhow::anyhow!("--range {e}"))?;
+                out.push(load_store(dir, since, until, r)?);
+            }
+            opts.a = PathBuf::from(&ranges[0]);
+            opts.b = PathBuf::from(&ranges[1]);
+            let b = out.pop().unwrap_or_default();
+            (out.pop().unwrap_or_default(), b)
+        }
+    };
     let sel = Selection::new(&opts.select, &[&a, &b]).context("cannot compare the profiles")?;
     let (na, nb) = (opts.a.display().to_string(), opts.b.display().to_string());
     for (p, n) in [(&a, &na), (&b, &nb)] {

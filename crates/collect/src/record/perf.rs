@@ -3,7 +3,7 @@
 //! libbpf-rs attaches perf_event programs only to an event fd we open ourselves; the libbpf link
 //! takes the fd over and closes it (BUILD-NOTES pitfall 3).
 
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
 use libbpf_rs::libbpf_sys::{
     perf_event_attr, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_SOFTWARE,
@@ -40,7 +40,13 @@ fn parse_cpu_list(text: &str) -> Vec<u32> {
 }
 
 /// Opens a cpu-clock event sampling `freq` times a second on `cpu` and attaches `prog` to it.
-pub fn attach_cpu_clock(prog: &ProgramMut<'_>, cpu: u32, freq: u64) -> Result<Link, CollectError> {
+/// Returns the link and the event's descriptor (owned by the link, valid while it lives) for
+/// [`set_enabled`].
+pub fn attach_cpu_clock(
+    prog: &ProgramMut<'_>,
+    cpu: u32,
+    freq: u64,
+) -> Result<(Link, RawFd), CollectError> {
     let mut attr = perf_event_attr {
         size: std::mem::size_of::<perf_event_attr>() as u32,
         type_: PERF_TYPE_SOFTWARE,
@@ -69,11 +75,37 @@ pub fn attach_cpu_clock(prog: &ProgramMut<'_>, cpu: u32, freq: u64) -> Result<Li
     // SAFETY: fd is a fresh descriptor owned by nobody else.
     let owned = unsafe { OwnedFd::from_raw_fd(fd as i32) };
     let raw = owned.into_raw_fd();
-    prog.attach_perf_event(raw).map_err(|e| {
+    let link = prog.attach_perf_event(raw).map_err(|e| {
         // SAFETY: the attach failed, so the fd is still ours to close.
         drop(unsafe { OwnedFd::from_raw_fd(raw) });
         CollectError::attach("on_sample", to(), e)
-    })
+    })?;
+    Ok((link, raw))
+}
+
+/// Stops or restarts a sampling event (`pkprof ctl stop` / `start`): a disabled event does not
+/// fire, so sampling costs nothing while the accounting goes on.
+pub fn set_enabled(fd: RawFd, on: bool) -> Result<(), CollectError> {
+    // _IO('$', 0) and _IO('$', 1) of <linux/perf_event.h> (neither libc nor libbpf-sys has them).
+    const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+    const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
+    let req = if on {
+        PERF_EVENT_IOC_ENABLE
+    } else {
+        PERF_EVENT_IOC_DISABLE
+    };
+    // SAFETY: fd is a perf event descriptor kept open by its link; the ioctl takes no argument.
+    let r = unsafe { libc::ioctl(fd, req as _, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        let e = std::io::Error::last_os_error();
+        Err(CollectError::attach(
+            "on_sample",
+            "enable/disable of a cpu-clock event".to_string(),
+            e,
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -64,6 +64,16 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Profile, Corruption> {
             })
         })
         .collect::<Result<Vec<_>, Corruption>>()?;
+    let cgroups = msg
+        .cgroups
+        .into_iter()
+        .map(|c| {
+            Ok(CgroupInfo {
+                id: c.id,
+                path: strings.get("cgroup path string", c.path_str)?,
+            })
+        })
+        .collect::<Result<Vec<_>, Corruption>>()?;
     Ok(Profile {
         meta: meta(msg.meta.unwrap_or_default())?,
         frames,
@@ -72,6 +82,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Profile, Corruption> {
         processes,
         syscalls,
         func_counts,
+        cgroups,
     })
 }
 

@@ -50,6 +50,14 @@ pub(crate) fn encode_body(p: &Profile) -> Result<Vec<u8>, Corruption> {
             count: f.count,
         })
         .collect();
+    let cgroups = p
+        .cgroups
+        .iter()
+        .map(|c| proto::CgroupInfo {
+            id: c.id,
+            path_str: strings.id(&c.path),
+        })
+        .collect();
     let msg = proto::Profile {
         strings: strings.table.into_iter().map(str::to_owned).collect(),
         meta: Some(meta(&p.meta)),
@@ -59,6 +67,7 @@ pub(crate) fn encode_body(p: &Profile) -> Result<Vec<u8>, Corruption> {
         processes,
         syscalls,
         func_counts,
+        cgroups,
     };
     Ok(msg.encode_to_vec())
 }
