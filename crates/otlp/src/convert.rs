@@ -19,7 +19,8 @@
 //!   shares its caller's location as an extra line, innermost first. Mappings are per
 //!   (module, build-id), the build-id as `process.executable.build_id.gnu`.
 //! - Attribute and resource keys follow the OpenTelemetry semantic conventions where one exists;
-//!   pkprof's own labels are under `pkprof.`.
+//!   pkprof's own labels are under `pkprof.`. The user's own machine labels
+//!   ([`ConvertOptions::resource_labels`]) are added to every resource.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -57,6 +58,9 @@ pub struct CgroupLabels {
 pub struct ConvertOptions {
     /// Labels of the cgroups the caller could name, by cgroup v2 id (a sample's `cgroup_id`).
     pub cgroups: HashMap<u64, CgroupLabels>,
+    /// Labels the user gives this machine (the agent's `[labels]`), added to every resource as
+    /// string attributes, keys as given.
+    pub resource_labels: Vec<(String, String)>,
 }
 
 /// Attribute key of a frame's kind on locations.
@@ -140,7 +144,10 @@ pub fn to_request(profile: &Profile, opts: &ConvertOptions) -> ExportProfilesSer
             .and_then(|g| opts.cgroups.get(&g.cgroup_id));
         resources.push(ResourceProfiles {
             resource: Some(Resource {
-                attributes: resource_attributes(&meta.hostname, pid, info, groups.first(), cgroup),
+                attributes: resource_attributes(&meta.hostname, pid, info, groups.first(), cgroup)
+                    .into_iter()
+                    .chain(opts.resource_labels.iter().map(|(k, v)| kv_str(k, v)))
+                    .collect(),
                 ..Default::default()
             }),
             scope_profiles: vec![ScopeProfiles {

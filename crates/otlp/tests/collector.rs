@@ -106,7 +106,25 @@ fn pushed(r: &Request) -> HashMap<Key, i128> {
 
 fn push_one(c: &Collector, p: &Profile) -> Request {
     let pusher = Pusher::start(PushConfig::new(&c.endpoint())).unwrap();
-    pusher.push(p);
+    // A cgroup's container labels and the machine's own labels, on the resources.
+    let cgroup = p.samples.iter().map(|g| g.cgroup_id).find(|id| *id != 0);
+    let mut opts = pkprof_otlp::ConvertOptions {
+        resource_labels: vec![("deployment.environment.name".into(), "test".into())],
+        ..Default::default()
+    };
+    if let Some(id) = cgroup {
+        opts.cgroups.insert(
+            id,
+            pkprof_otlp::CgroupLabels {
+                path: "/system.slice/docker-0123.scope".into(),
+                container_id: Some("0123".into()),
+                container_runtime: Some("docker".into()),
+                systemd_unit: Some("docker-0123.scope".into()),
+                ..Default::default()
+            },
+        );
+    }
+    pusher.push_with(p, &opts);
     let stats = pusher.shutdown(Duration::from_secs(20));
     assert_eq!(
         (stats.sent, stats.dropped, stats.failures),
@@ -128,8 +146,31 @@ fn check(p: &Profile, r: &Request) {
         .map(|p| p.total())
         .sum();
     assert_eq!(total, p.samples.iter().map(|g| sat(g.count)).sum::<i128>());
+    let mut in_container = 0;
     for res in &r.resources {
         assert_eq!(res.scope, "pkprof");
+        let env = res.attrs.get("deployment.environment.name");
+        assert_eq!(env.and_then(Val::str), Some("test"));
+        // The resource of a process whose first sample with a cgroup is in the labelled one.
+        let first_cgroup = res.pid().and_then(|pid| {
+            (p.samples.iter())
+                .filter(|g| g.count > 0 && g.pid as i64 == pid)
+                .filter(|g| !matches!(g.bucket, Bucket::Kernel | Bucket::Idle))
+                .map(|g| g.cgroup_id)
+                .find(|id| *id != 0)
+        });
+        let labelled = p.samples.iter().map(|g| g.cgroup_id).find(|id| *id != 0);
+        if first_cgroup.is_some() && first_cgroup == labelled {
+            let id = res.attrs.get("container.id").and_then(Val::str);
+            assert_eq!(id, Some("0123"));
+            assert_eq!(
+                res.attrs.get("container.runtime.name").and_then(Val::str),
+                Some("docker")
+            );
+            in_container += 1;
+        } else {
+            assert!(!res.attrs.contains_key("container.id"));
+        }
         assert_eq!(
             res.attrs.get("host.name").and_then(Val::str),
             Some(p.meta.hostname.as_str())
@@ -168,6 +209,7 @@ fn check(p: &Profile, r: &Request) {
             (None, cpu) => assert!(cpu.is_none()),
         }
     }
+    assert!(in_container > 0);
     // Every frame's kind and build-id, by (module, name).
     let mut kinds: HashMap<(&str, &str), (&str, &str)> = HashMap::new();
     for f in &p.frames {
@@ -278,7 +320,10 @@ fn collector_down_mid_run_drops_counted_and_push_resumes() {
     assert!(s.failures >= 1 && s.consecutive_failures >= 1, "{s:?}");
     assert!(s.last_error.is_some());
     let metrics = s.prometheus();
-    assert!(metrics.contains(&format!("\npkprof_push_dropped_total {}\n", s.dropped)));
+    assert!(metrics.contains(&format!(
+        "\npkprof_agent_push_dropped_total {}\n",
+        s.dropped
+    )));
     assert!(s.status_line().contains("failing"), "{}", s.status_line());
     // Up again: what was queued arrives, and new windows too.
     c.restart();
@@ -382,11 +427,11 @@ fn collector_answering_5xx_garbage_or_4xx() {
         .contains("HTTP 400 bad request"));
     let metrics = s.prometheus();
     assert!(
-        metrics.contains("\npkprof_push_rejected_total 1\n"),
+        metrics.contains("\npkprof_agent_push_rejected_total 1\n"),
         "{metrics}"
     );
     assert!(
-        metrics.contains("\npkprof_push_failures_total 1\n"),
+        metrics.contains("\npkprof_agent_push_failures_total 1\n"),
         "{metrics}"
     );
 }
