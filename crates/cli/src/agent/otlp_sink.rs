@@ -42,6 +42,14 @@ pub fn sinks(config: &Config) -> Result<Vec<Box<dyn WindowSink>>, PushError> {
     Ok(sinks)
 }
 
+impl Drop for OtlpSink {
+    /// The agent stops (SIGTERM) or the configuration changes: what is queued (the last window
+    /// among them) gets a short grace to reach the collector; what is left is dropped.
+    fn drop(&mut self) {
+        self.pusher.flush(std::time::Duration::from_secs(3));
+    }
+}
+
 impl WindowSink for OtlpSink {
     fn name(&self) -> &str {
         "otlp"
