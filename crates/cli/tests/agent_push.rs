@@ -179,7 +179,7 @@ fn agent_windows_reach_the_collector() {
         "one request per closed window"
     );
     assert!(
-        closed >= 2 && closed <= 6,
+        (2..=6).contains(&closed),
         "{closed} windows (6 are kept in memory)"
     );
 
