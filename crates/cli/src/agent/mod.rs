@@ -12,6 +12,7 @@
 
 mod cgroups;
 mod client;
+mod otlp_sink;
 mod status;
 
 pub use client::run as ctl;
@@ -145,11 +146,12 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
             .map(|h| format!(", metrics: http://{}/metrics", h.local_addr()))
             .unwrap_or_default(),
     );
+    let sinks = otlp_sink::sinks(&config).context("cannot start the OTLP push")?;
     let mut w = Windows {
         memory: MemoryWindows::new(config.memory_windows),
         deltas: Deltas::default(),
         store,
-        sinks: Vec::new(),
+        sinks,
         cgroups: CgroupPaths::default(),
         start_unix_ns: meta::unix_ns(),
         started: Instant::now(),
@@ -428,6 +430,15 @@ impl Windows {
                 Ok(s) => self.store = s,
                 Err(e) => {
                     eprintln!("pkprof: SIGHUP: store not changed: {e:#}");
+                    return;
+                }
+            }
+        }
+        if new.push != old.push || new.labels != old.labels {
+            match otlp_sink::sinks(&new) {
+                Ok(s) => self.sinks = s,
+                Err(e) => {
+                    eprintln!("pkprof: SIGHUP: push not changed: {e}");
                     return;
                 }
             }
