@@ -183,6 +183,16 @@ impl CostTable {
             .min_by(|a, b| per_op(a).total_cmp(&per_op(b)))
     }
 
+    /// The plain system call `op` on `on`: every variant measures it again (the variant changes
+    /// only the batched op), and a load spike only adds time, so the lowest median of them.
+    pub fn plain(&self, op: &str, on: &str) -> Option<Measure> {
+        self.ops
+            .iter()
+            .filter(|o| o.op == op && o.on == on)
+            .map(|o| o.plain)
+            .min_by(|a, b| a.median_ns.total_cmp(&b.median_ns))
+    }
+
     pub fn single_call(&self, call: &str) -> Option<&SingleCallCost> {
         self.single_calls.iter().find(|s| s.call == call)
     }
@@ -330,10 +340,11 @@ impl Targets {
     }
 
     /// The profile does not say what a descriptor is, but the calls' observed times do: each
-    /// family is priced on the kind of file whose calibrated plain costs are nearest the
-    /// observed ones (observed mean + one crossing; least squares of the log ratios over the
-    /// family's positions), among the kinds where all of them are calibrated. Without observed
-    /// times (`--no-time`), the defaults.
+    /// family is priced on the kind of file whose calibrated plain costs match the observed
+    /// ones best (observed mean + one crossing; least squares of the log ratios over the
+    /// family's positions, about their mean when it has two kinds of call or more), among the
+    /// kinds where all of them are calibrated. Without observed times (`--no-time`), the
+    /// defaults.
     fn pick(table: &CostTable, c: &Cluster, obs: &Observed) -> Targets {
         let pick = |family: &[&'static str], ops: &[&str]| -> &'static str {
             let seen: Vec<(&str, f64)> = c
@@ -346,11 +357,25 @@ impl Targets {
                         .then_some((op, mean + table.crossing.median_ns))
                 })
                 .collect();
+            // The log ratios observed / calibrated; with two kinds of call or more, only their
+            // spread counts: a loaded machine stretches every call by about the same factor,
+            // so the ratio of a write to a read tells a pipe from a file where their absolute
+            // times may not.
             let score = |t: &str| -> Option<f64> {
-                seen.iter().try_fold(0.0, |acc, &(op, ns)| {
-                    let plain = table.op(op, t)?.plain.median_ns;
-                    (plain > 0.0).then(|| acc + (ns.ln() - plain.ln()).powi(2))
-                })
+                let d: Vec<f64> = seen
+                    .iter()
+                    .map(|&(op, ns)| {
+                        let plain = table.plain(op, t)?.median_ns;
+                        (plain > 0.0).then(|| ns.ln() - plain.ln())
+                    })
+                    .collect::<Option<_>>()?;
+                let distinct = seen.iter().any(|&(op, _)| op != seen[0].0);
+                let mean = if distinct {
+                    d.iter().sum::<f64>() / d.len() as f64
+                } else {
+                    0.0
+                };
+                Some(d.iter().map(|x| (x - mean).powi(2)).sum())
             };
             if seen.is_empty() {
                 return family[0];
@@ -446,7 +471,8 @@ fn cluster_ns(table: &CostTable, c: &Cluster, obs: &Observed) -> u64 {
         } else {
             suggest::multicall_op(&n.name)
                 .and_then(|(op, _)| table.op(op, obs.targets.of(op)))
-                .map_or(table.crossing.median_ns, |o| o.plain.median_ns)
+                .and_then(|o| table.plain(&o.op, &o.on))
+                .map_or(table.crossing.median_ns, |p| p.median_ns)
         };
         total += calls * per;
     }
@@ -512,7 +538,8 @@ fn estimate_batch(
         };
         let ops = obs.calls[i.min(obs.calls.len() - 1)];
         ops_total += ops;
-        saving = saving.add(Triple::gain(&cost.plain, &batched, ops));
+        let plain = table.plain(op, on).unwrap_or(cost.plain);
+        saving = saving.add(Triple::gain(&plain, &batched, ops));
         // A batch pays the dearest set-up of its ops (an op handed to an io-wq worker makes the
         // whole batch wait for that worker's wake-up), not their average.
         if fixed.median_ns > fixed_mid {
@@ -521,7 +548,7 @@ fn estimate_batch(
             fixed_high = fixed.p25_ns;
         }
         fixed_n += ops;
-        noisy |= cost.plain.noisy() || batched.noisy() || fixed.noisy();
+        noisy |= plain.noisy() || batched.noisy() || fixed.noisy();
         let variant = if cost.variant.is_empty() {
             String::new()
         } else {
@@ -530,7 +557,7 @@ fn estimate_batch(
         let line = format!(
             "a batched {op}{variant} costs {} here against {} plain",
             format_ns(batched.median_ns),
-            format_ns(cost.plain.median_ns)
+            format_ns(plain.median_ns)
         );
         if !basis.contains(&line) {
             basis.push(line);
@@ -995,6 +1022,19 @@ mod tests {
             "{}",
             e.basis
         );
+        // Its plain statx came out at 20 µs (a load spike): the other variant's 2 µs is used.
+        t.ops.last_mut().unwrap().plain = m(20_000.0);
+        assert_eq!(t.plain("statx", "file").unwrap().median_ns, 2000.0);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let Saving::Estimated(e2) = saving else {
+            panic!("{saving:?}")
+        };
+        assert_eq!(e2.saved_ns, e.saved_ns, "{}", e2.basis);
+        assert!(
+            e2.basis.contains("costs 500 ns here against 2.00 µs plain"),
+            "{}",
+            e2.basis
+        );
     }
 
     /// The text report says which table it used, each cluster's time saved, and "unknown"
@@ -1212,9 +1252,9 @@ mod tests {
         );
     }
 
-    /// A read -> write loop is priced on the kind of file its observed times match: calls of
-    /// about 800 ns (plus the 100 ns crossing) look like the pipe (900 ns plain) rather than the
-    /// file (read 1000, write 1500 + 4000 ns), and the loop's single call is then splice.
+    /// A read -> write loop is priced on the kind of file its observed times match: a read and
+    /// a write of the same time look like the pipe (900 and 900 ns plain) rather than the file
+    /// (read 1000, write 4000 ns), and the loop's single call is then splice.
     #[test]
     fn the_observed_times_pick_the_kind_of_file() {
         let mut t = table();
@@ -1229,8 +1269,18 @@ mod tests {
             plain: m(1800.0),
             single: m(100.0),
         });
-        let basis = |ns: u64| {
-            let a = analysis(&["read", "write"], 100, ns);
+        let basis = |read_ns: u64, write_ns: u64| {
+            let mut tr = TraceBuilder::new(1, 1, "t");
+            for _ in 0..100 {
+                tr.call(&Node::new(0, "read"), false, read_ns, None);
+                tr.call(&Node::new(1, "write"), false, write_ns, None);
+            }
+            let profile = SyscallProfile {
+                target: "test".into(),
+                threads: vec![tr.finish()],
+                ..SyscallProfile::default()
+            };
+            let a = Analysis::new(&profile, &Options::default());
             let (_, _, alternatives) = advise(&t, &a.clusters[0], &a.threads[0].graph);
             alternatives
                 .iter()
@@ -1241,11 +1291,16 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(" | ")
         };
-        let pipe = basis(800);
+        let pipe = basis(800, 800);
         assert!(pipe.contains("splice costs 100 ns per 4 KiB"), "{pipe}");
         assert!(pipe.contains("on a test pipe"), "{pipe}");
-        // 2500 ns each: nearer the file's 1000 and 4000 than the pipe's 900 and 900.
-        let file = basis(2400);
+        // A write 4 times a read: the file's 1000 and 4000, not the pipe's 900 and 900.
+        let file = basis(900, 3900);
+        assert!(file.contains("copy_file_range costs 900 ns"), "{file}");
+        // The same on a machine that stretches every call 5 times: the ratios still tell.
+        let pipe = basis(4500, 4500);
+        assert!(pipe.contains("splice costs 100 ns per 4 KiB"), "{pipe}");
+        let file = basis(5000, 20000);
         assert!(file.contains("copy_file_range costs 900 ns"), "{file}");
     }
 
