@@ -13,6 +13,7 @@ use pkprof_profile::ProcessInfo;
 
 use crate::aggregate::{Aggregate, Labels, RawStack};
 use crate::costs::SampleCosts;
+use crate::python::{PyFrameRef, Python, PythonStats};
 use crate::sources::{KernelSource, ProcessMaps, RingRecord, UserRegs};
 
 /// Why recording stopped.
@@ -41,6 +42,8 @@ pub struct Recorded {
     pub untracked_target_ns: u64,
     pub costs: SampleCosts,
     pub stop: StopReason,
+    /// How the CPython frames of the samples went (docs/design.md, "Python frames").
+    pub python: PythonStats,
 }
 
 /// What stopped a recording early: reading the kernel side failed.
@@ -76,6 +79,7 @@ pub struct Session<'a, K: KernelSource, M: ProcessMaps> {
     /// When the accounting was last read, and the thread table's lost count then.
     last_read: Instant,
     last_thread_map_full: u64,
+    python: Python,
 }
 
 /// How often the exact accounting is read, and with it exited threads are freed from the kernel's
@@ -118,6 +122,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                 untracked_target_ns: 0,
                 costs: SampleCosts::default(),
                 stop: StopReason::Duration,
+                python: PythonStats::default(),
             },
             accountant,
             captures: HashMap::new(),
@@ -126,7 +131,14 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             unwinding,
             last_read: Instant::now(),
             last_thread_map_full: 0,
+            python: Python::default(),
         }
+    }
+
+    /// Python frames carry their source line (`record --lines`).
+    pub fn python_lines(mut self, lines: bool) -> Self {
+        self.python.lines = lines;
+        self
     }
 
     /// When to read the accounting next: sooner while the thread table is filling up.
@@ -174,6 +186,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         }
         self.rec.held_expired = self.holds.expired();
         self.rec.stop = reason;
+        self.rec.python = std::mem::take(&mut self.python.stats);
         Ok(self.rec)
     }
 
@@ -240,6 +253,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                 if let Err(e) = self.kernel.mark_captured(pid) {
                     tracing::info!("{e}");
                 }
+                self.find_python(pid);
                 ok
             }
         };
@@ -282,6 +296,57 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         s.ustack_end = unwound.end;
     }
 
+    /// Looks for a CPython in `pid` once, and hands what it found to the kernel side.
+    fn find_python(&mut self, pid: u32) {
+        if self.python.known(pid) {
+            return;
+        }
+        let found = self.maps.detect_python(pid);
+        if let Some(layout) = self.python.found(pid, found) {
+            if let Err(e) = self.kernel.set_python(pid, layout) {
+                tracing::info!("{e}");
+            }
+        }
+    }
+
+    /// Names a sample's Python frames from its process's memory, now that it is labelled (task
+    /// context: never held, so the process is alive and the frames are as sampled, give or take
+    /// the ring's delay).
+    fn python_frames(&mut self, s: &SampleEvent) -> Vec<PyFrameRef> {
+        if s.python_walk == pkprof_attribution::PyWalk::None {
+            return Vec::new();
+        }
+        *self.python.stats.walks.entry(s.python_walk).or_default() += 1;
+        let mut out = Vec::with_capacity(s.python.len());
+        let mut unnamed = false;
+        for raw in &s.python {
+            let maps = &mut *self.maps;
+            let pid = s.cur_pid;
+            let frame = self
+                .python
+                .code(pid, raw.code, |o| maps.python_code(pid, o, raw.code))
+                .cloned()
+                .map(|code| self.python.frame(&code, raw));
+            match frame {
+                Some(f) => out.push(PyFrameRef {
+                    id: self.rec.aggregate.python_frame(f),
+                    entry: raw.entry,
+                }),
+                None => {
+                    // Keep the loop-run boundary on the previous frame: the splice needs it.
+                    if raw.entry {
+                        if let Some(last) = out.last_mut() {
+                            last.entry = true;
+                        }
+                    }
+                    unnamed = true;
+                }
+            }
+        }
+        self.python.stats.unnamed += u64::from(unnamed);
+        out
+    }
+
     fn resolved(&mut self, s: SampleEvent, r: Resolution) {
         let served = match r {
             Resolution::Thread(t) => Some(t),
@@ -291,6 +356,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
     }
 
     fn label(&mut self, s: SampleEvent, served: Option<Served>) {
+        let python = self.python_frames(&s);
         let bucket = self.targets.bucket(s.context, served.as_ref());
         let syscall = (s.context == SampleContext::Kernel && (0..4096).contains(&s.orig_ax))
             .then_some(s.orig_ax as u32);
@@ -307,6 +373,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             ustack: s.ustack,
             kstack: s.kstack,
             end: s.ustack_end,
+            python,
         };
         self.rec.aggregate.add(stack, labels);
     }

@@ -296,6 +296,8 @@ fn sample(cur_pid: u32, comm: &str, served: Option<Served>) -> SampleEvent {
         ustack_bytes: Vec::new(),
         ustack_bytes_short: false,
         build_ns: 2_000,
+        python: Vec::new(),
+        python_walk: pkprof_attribution::PyWalk::None,
     }
 }
 

@@ -323,6 +323,8 @@ enum pkprof_py_frame_flags {
 struct pkprof_py_frame {
 	__u64 code;  /* the frame's code object (PyCodeObject *) */
 	__u64 instr; /* its instruction pointer (3.11/3.12: the last executed; 3.13: the current) */
+	__u32 flags; /* enum pkprof_py_frame_flags bits */
+	__u32 pad;
 };
 
 /* Where a process's interpreter is and how to walk it (0 offsets: the field does not exist). */

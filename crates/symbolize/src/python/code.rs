@@ -1,8 +1,7 @@
 //! Names of CPython frames: a sampled frame is a code object's address and an instruction
 //! pointer; the code object's file, function and line table are read from the process's memory
-//! (`process_vm_readv`) once per code object and kept (docs/design.md, "Python frames").
-
-use std::collections::HashMap;
+//! (`process_vm_readv`); the recording keeps what was read per code object (docs/design.md,
+//! "Python frames").
 
 use super::layout::PyOffsets;
 
@@ -125,37 +124,6 @@ pub fn read_code(pid: u32, addr: u64, o: &PyOffsets) -> Option<CodeInfo> {
         linetable,
         code_start: addr + u64::from(o.code_adaptive),
     })
-}
-
-/// Code objects read so far, by (pid, address). A code object lives as long as its function
-/// (module-level code for the program's life), so an address names the same code while sampled;
-/// one freed and replaced at the same address mid-recording would keep the first name (a
-/// limitation shared with py-spy's cache).
-#[derive(Default)]
-pub struct CodeCache {
-    codes: HashMap<(u32, u64), Option<CodeInfo>>,
-}
-
-/// Most code objects kept per recording (bounded table: beyond it, reads are not cached).
-const MAX_CODES: usize = 1 << 16;
-
-impl CodeCache {
-    /// The code object at `addr` of `pid`, read once (None: unreadable, remembered too).
-    pub fn get(&mut self, pid: u32, addr: u64, o: &PyOffsets) -> Option<&CodeInfo> {
-        if !self.codes.contains_key(&(pid, addr)) {
-            let info = read_code(pid, addr, o);
-            if self.codes.len() >= MAX_CODES {
-                self.codes.clear();
-            }
-            self.codes.insert((pid, addr), info);
-        }
-        self.codes.get(&(pid, addr)).and_then(Option::as_ref)
-    }
-
-    /// Forgets `pid`'s code objects (it exited or executed a new image).
-    pub fn forget(&mut self, pid: u32) {
-        self.codes.retain(|(p, _), _| *p != pid);
-    }
 }
 
 /// Reads a PEP 657 varint (6-bit chunks, bit 6 continues).

@@ -33,6 +33,8 @@ struct {
 	__type(value, struct pkprof_sample_buf);
 } sample_scratch SEC(".maps");
 
+#include "record/python.bpf.h"
+
 
 static __always_inline void label_thread(struct pkprof_sample *s, __u32 tid)
 {
@@ -84,6 +86,8 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 	s->user_ip = 0;
 	s->user_sp = 0;
 	s->user_bp = 0;
+	s->py_len = 0;
+	s->py_state = PKPROF_PY_NONE;
 	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), cur->comm);
 
 	depth = c->depth;
@@ -148,6 +152,7 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 			s->ustack_bytes_len = copy_user_stack(buf->stack, usp, stack_bytes, &s->stack_flags);
 		s->ustack_len = walk_user_stack(s->ustack, buf->stack, s->ustack_bytes_len, uip, ubp, usp,
 						&s->stack_flags);
+		py_walk_sample(cpu, cur->tgid, cur->pid);
 	}
 	{
 		__u32 owner = s->cur_pid;
