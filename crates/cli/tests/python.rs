@@ -34,7 +34,11 @@ fn pyenv(minor: &str) -> Option<String> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(format!("{home}/.pyenv/versions"))
         .ok()?
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("{minor}.")))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{minor}."))
+        })
         .map(|e| e.path().join(format!("bin/python{minor}")))
         .filter(|p| p.exists())
         .collect();
@@ -61,7 +65,10 @@ fn record(key: &str, args: &[&str], cmd: &[&str]) -> (Profile, String) {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(o.status.success(), "pkprof record {cmd:?} failed:\n{text}");
-    (pkprof_profile::load(&out).expect("the profile reads back"), text)
+    (
+        pkprof_profile::load(&out).expect("the profile reads back"),
+        text,
+    )
 }
 
 /// The frames of a sample group's stack, root first: (kind, name).
@@ -82,7 +89,9 @@ fn python_names(fr: &[(FrameKind, String)]) -> Vec<&str> {
 fn target_samples(p: &Profile) -> Vec<(u32, Vec<(FrameKind, String)>, u64)> {
     p.samples
         .iter()
-        .filter(|s| p.meta.targets.pids.contains(&s.pid) || s.bucket == pkprof_profile::Bucket::Process)
+        .filter(|s| {
+            p.meta.targets.pids.contains(&s.pid) || s.bucket == pkprof_profile::Bucket::Process
+        })
         .map(|s| (s.tid, frames(p, s.stack), s.count))
         .collect()
 }
@@ -98,17 +107,28 @@ fn printed<'a>(text: &'a str, tag: &str) -> Vec<&'a str> {
 /// samples in `bottom` carry exactly the Python depth the program printed there.
 fn check_fib(python: &str) {
     let minor = python.rsplit("python").next().unwrap().to_string();
-    let (p, text) = record(&format!("fib-{minor}"), &[], &[python, &work_py(), "fib", "1.5"]);
+    let (p, text) = record(
+        &format!("fib-{minor}"),
+        &[],
+        &[python, &work_py(), "fib", "1.5"],
+    );
     assert!(
         text.contains("Python frames spliced in"),
         "{python}: interpreter found:\n{text}"
     );
-    let depth: usize = printed(&text, "DEPTH").first().expect("DEPTH printed").parse().unwrap();
+    let depth: usize = printed(&text, "DEPTH")
+        .first()
+        .expect("DEPTH printed")
+        .parse()
+        .unwrap();
     let (mut in_loop, mut with_fib, mut bottom, mut bottom_right) = (0, 0, 0, 0);
     for (_, fr, n) in target_samples(&p) {
         let py = python_names(&fr);
         let eval = fr.iter().any(|(_, f)| f == "_PyEval_EvalFrameDefault");
-        if py.iter().any(|f| f.ends_with(":deep") || f.ends_with(":bottom")) {
+        if py
+            .iter()
+            .any(|f| f.ends_with(":deep") || f.ends_with(":bottom"))
+        {
             bottom += n;
             if py.len() == depth && py.last() == Some(&"python_work.py:bottom") {
                 bottom_right += n;
@@ -131,7 +151,10 @@ fn check_fib(python: &str) {
         with_fib * 100 >= in_loop * 90,
         "{python}: {with_fib} of {in_loop} carry fib"
     );
-    assert!(bottom >= 20, "{python}: too few samples in bottom ({bottom})");
+    assert!(
+        bottom >= 20,
+        "{python}: too few samples in bottom ({bottom})"
+    );
     assert!(
         bottom_right * 100 >= bottom * 95,
         "{python}: {bottom_right} of {bottom} bottom samples at depth {depth}"
@@ -184,7 +207,10 @@ fn python_native_kernel() {
     }
     eprintln!("pack > deflate: {zlib} samples; reader > sys_pread64 > kernel: {syscall}");
     assert!(zlib >= 20, "Python > zlib > deflate stacks: {zlib}");
-    assert!(syscall >= 5, "Python > os.pread > syscall > kernel stacks: {syscall}");
+    assert!(
+        syscall >= 5,
+        "Python > os.pread > syscall > kernel stacks: {syscall}"
+    );
 }
 
 /// Two threads in different functions are told apart: each thread's samples carry its own
@@ -253,9 +279,14 @@ fn non_python_and_unknown_version_untouched() {
         .map(|(_, _, n)| n)
         .sum::<u64>();
     eprintln!("dd samples {dd}, 3.10 interpreter samples {eval}, Python frames {python_frames}");
-    assert!(dd >= 20 && eval >= 20, "both ran: dd {dd}, python3.10 {eval}");
+    assert!(
+        dd >= 20 && eval >= 20,
+        "both ran: dd {dd}, python3.10 {eval}"
+    );
     assert_eq!(python_frames, 0, "no Python frames anywhere");
-    let said = text.matches("no structure offsets for this version").count();
+    let said = text
+        .matches("no structure offsets for this version")
+        .count();
     assert_eq!(said, 1, "the unknown version is said once:\n{text}");
 }
 
@@ -266,9 +297,12 @@ fn non_python_and_unknown_version_untouched() {
 fn same_functions_as_py_spy() {
     let py_spy = std::env::var("PKPROF_PY_SPY").ok().or_else(|| {
         let home = std::env::var("HOME").ok()?;
-        [format!("{home}/.cache/pkprof/py-spy/bin/py-spy"), "py-spy".to_string()]
-            .into_iter()
-            .find(|p| Command::new(p).arg("--version").output().is_ok())
+        [
+            format!("{home}/.cache/pkprof/py-spy/bin/py-spy"),
+            "py-spy".to_string(),
+        ]
+        .into_iter()
+        .find(|p| Command::new(p).arg("--version").output().is_ok())
     });
     let py_spy = py_spy.expect("py-spy (scripts/setup.sh installs it)");
     let mut child = Command::new("/usr/bin/python3.11")
@@ -287,6 +321,7 @@ fn same_functions_as_py_spy() {
     // `    c (python_work.py:58)` lines, leaf first.
     let spy: Vec<String> = dump
         .lines()
+        .filter(|l| l.starts_with(' '))
         .filter_map(|l| {
             let l = l.trim();
             let (func, rest) = l.split_once(" (")?;
@@ -294,11 +329,19 @@ fn same_functions_as_py_spy() {
             Some(format!("{}:{func}", file.rsplit('/').next()?))
         })
         .collect();
-    let (p, _) = record("py-spy", &["-p", &pid.to_string(), "--duration", "1.5"], &[]);
+    let (p, _) = record(
+        "py-spy",
+        &["-p", &pid.to_string(), "--duration", "1.5"],
+        &[],
+    );
     child.wait().unwrap();
     let mut best: Vec<(Vec<String>, u64)> = Vec::new();
     for (_, fr, n) in target_samples(&p) {
-        let py: Vec<String> = python_names(&fr).into_iter().rev().map(String::from).collect();
+        let py: Vec<String> = python_names(&fr)
+            .into_iter()
+            .rev()
+            .map(String::from)
+            .collect();
         match best.iter_mut().find(|(s, _)| *s == py) {
             Some((_, c)) => *c += n,
             None => best.push((py, n)),

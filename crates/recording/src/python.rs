@@ -39,13 +39,26 @@ pub struct PythonStats {
 }
 
 /// Per-recording Python state: the processes' layouts and the frames named so far.
-#[derive(Default)]
 pub struct Python {
+    /// Look for CPython at all (`record --no-python`: no).
+    pub enabled: bool,
     layouts: HashMap<u32, Option<PyLayout>>,
     codes: HashMap<(u32, u64), Option<CodeInfo>>,
     pub stats: PythonStats,
     /// Name frames with their source line (`record --lines`).
     pub lines: bool,
+}
+
+impl Default for Python {
+    fn default() -> Self {
+        Python {
+            enabled: true,
+            layouts: HashMap::new(),
+            codes: HashMap::new(),
+            stats: PythonStats::default(),
+            lines: false,
+        }
+    }
 }
 
 impl Python {

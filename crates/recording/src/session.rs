@@ -135,8 +135,10 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         }
     }
 
-    /// Python frames carry their source line (`record --lines`).
-    pub fn python_lines(mut self, lines: bool) -> Self {
+    /// Whether CPython processes are looked for (`record --no-python`: not), and whether their
+    /// frames carry their source line (`record --lines`).
+    pub fn python(mut self, on: bool, lines: bool) -> Self {
+        self.python.enabled = on;
         self.python.lines = lines;
         self
     }
@@ -298,7 +300,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
 
     /// Looks for a CPython in `pid` once, and hands what it found to the kernel side.
     fn find_python(&mut self, pid: u32) {
-        if self.python.known(pid) {
+        if !self.python.enabled || self.python.known(pid) {
             return;
         }
         let found = self.maps.detect_python(pid);

@@ -33,6 +33,8 @@ pub struct RecordOptions {
     pub probes: Vec<FuncProbe>,
     /// DWARF file:line and inlined frames.
     pub lines: bool,
+    /// Splice CPython frames into the stacks of Python processes (docs/design.md, "Python frames").
+    pub python: bool,
     pub bpf_stats: bool,
     pub max_threads: u32,
     /// Capacity of the kernel's set of target processes alive at once.

@@ -124,8 +124,16 @@ pub fn detect(pid: u32) -> PyDetect {
         let Ok(file) = File::open(format!("/proc/{pid}/root{}", l.path)) else {
             continue;
         };
-        let Some(found) = inspect(&file) else {
-            continue;
+        let found = match inspect(&file) {
+            Inspected::NotPython => continue,
+            // Before 3.11 there is no `Py_Version`: the file name tells the version.
+            Inspected::Unversioned => {
+                return PyDetect::Unsupported {
+                    version: version_in_name(name).unwrap_or_else(|| "unknown".into()),
+                    binary: name.to_string(),
+                }
+            }
+            Inspected::Found(f) => f,
         };
         // `_PyRuntime`'s bytes in the file, and where that file offset is mapped.
         let Some(m) = lines.iter().find(|m| {
@@ -165,8 +173,27 @@ pub fn detect(pid: u32) -> PyDetect {
     PyDetect::NotPython
 }
 
+/// `3.10` in `libpython3.10.so.1.0` or `python3.10`.
+fn version_in_name(name: &str) -> Option<String> {
+    let rest = &name[name.find("python")? + "python".len()..];
+    let v: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let v = v.trim_end_matches('.');
+    v.contains('.').then(|| v.to_string())
+}
+
 /// What a binary says about itself.
-struct Inspected {
+enum Inspected {
+    /// No `_PyRuntime`.
+    NotPython,
+    /// `_PyRuntime` but no `Py_Version` (CPython before 3.11).
+    Unversioned,
+    Found(Found),
+}
+
+struct Found {
     version: (u8, u8, u8),
     runtime_file_off: u64,
     /// The first bytes of `_PyRuntime` as initialised in the file (its debug offsets from 3.13).
@@ -174,16 +201,27 @@ struct Inspected {
 }
 
 /// Reads `Py_Version` and `_PyRuntime` from a binary's dynamic symbols (or its symbol table).
-fn inspect(file: &File) -> Option<Inspected> {
+fn inspect(file: &File) -> Inspected {
     let cache = ReadCache::new(file);
-    let obj = object::File::parse(&cache).ok()?;
+    let Ok(obj) = object::File::parse(&cache) else {
+        return Inspected::NotPython;
+    };
+    match inspect_object(&obj) {
+        Ok(f) => Inspected::Found(f),
+        Err(runtime) if runtime => Inspected::Unversioned,
+        Err(_) => Inspected::NotPython,
+    }
+}
+
+/// The binary's version and runtime, or whether it has a `_PyRuntime` at all.
+fn inspect_object<'a>(obj: &object::File<'a, &'a ReadCache<&'a File>>) -> Result<Found, bool> {
     let find = |name: &str| {
         obj.dynamic_symbols()
             .chain(obj.symbols())
             .find(|s| s.name() == Ok(name) && s.address() != 0)
     };
-    let runtime = find("_PyRuntime")?;
-    let version = find("Py_Version")?;
+    let runtime = find("_PyRuntime").ok_or(false)?;
+    let version = find("Py_Version").ok_or(true)?;
     // The file bytes of a symbol: its section's data at the symbol's place.
     let bytes =
         |sym: &object::Symbol<'_, '_, &ReadCache<&File>>, len: u64| -> Option<(u64, Vec<u8>)> {
@@ -197,16 +235,31 @@ fn inspect(file: &File) -> Option<Inspected> {
                 data.get(rel as usize..rel as usize + want)?.to_vec(),
             ))
         };
-    let (_, v) = bytes(&version, 4)?;
-    let hex = u32::from_le_bytes(v.get(..4)?.try_into().ok()?);
+    let (_, v) = bytes(&version, 4).ok_or(true)?;
+    let hex = u32::from_le_bytes(v.get(..4).ok_or(true)?.try_into().map_err(|_| true)?);
     let version = ((hex >> 24) as u8, (hex >> 16) as u8, (hex >> 8) as u8);
-    let (runtime_file_off, head) = bytes(&runtime, 71 * 8)?;
+    let (runtime_file_off, head) = bytes(&runtime, 71 * 8).ok_or(true)?;
     let debug_offsets = head.starts_with(DEBUG_COOKIE).then_some(head);
-    Some(Inspected {
+    Ok(Found {
         version,
         runtime_file_off,
         debug_offsets,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_in_name;
+
+    #[test]
+    fn version_from_file_names() {
+        assert_eq!(
+            version_in_name("libpython3.10.so.1.0").as_deref(),
+            Some("3.10")
+        );
+        assert_eq!(version_in_name("python3.9").as_deref(), Some("3.9"));
+        assert_eq!(version_in_name("python3").as_deref(), None);
+    }
 }
 
 /// The offsets `_Py_DebugOffsets` gives, over `base` (the table's, for what it does not give).
