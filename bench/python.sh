@@ -8,6 +8,7 @@
 #
 # Usage: bash bench/python.sh [PAIRS]     (default 6 pairs; run as root)
 # Env:   BENCH_SECS=S   seconds of workload CPU per run (default 3)
+#        BENCH_PKPROF=BIN   use this pkprof binary instead of building the release one
 set -euo pipefail
 
 PAIRS=${1:-6}
@@ -23,9 +24,13 @@ PY=/usr/bin/python3.11
 WORK=crates/cli/tests/workloads/python_work.py
 log() { echo "bench: $*" >&2; }
 
-log "building pkprof (cargo build --release -p pkprof)"
-cargo build --release -p pkprof >&2
-PKPROF="$ROOT/target/release/pkprof"
+if [ -n "${BENCH_PKPROF:-}" ]; then
+  PKPROF=$BENCH_PKPROF
+else
+  log "building pkprof (cargo build --release -p pkprof)"
+  cargo build --release -p pkprof >&2
+  PKPROF="$ROOT/target/release/pkprof"
+fi
 RAW="$OUT/raw-python.tsv"
 printf 'pair\tmode\tsamples\tbpf_mean_us\tkernel_median_us\tpkprof_cpu_us_per_sample\n' >"$RAW"
 

@@ -26,8 +26,8 @@ pub struct PyFrameRef {
 pub struct PythonStats {
     /// Samples of Python processes, by how their frame walk ended.
     pub walks: HashMap<PyWalk, u64>,
-    /// Frames whose code object could not be read (the process exited mid-way, a corrupt
-    /// pointer): left out, the sample counted here.
+    /// Samples with a frame whose code object could not be read (the process exited mid-way, a
+    /// corrupt pointer): that frame is named `[unreadable Python code]`.
     pub unnamed: u64,
     /// Samples whose Python runs did not match the native stack's interpreter-loop frames one
     /// for one (native stack truncated...): spliced from the innermost run outwards.
@@ -131,6 +131,17 @@ impl Python {
             self.codes.insert((pid, addr), info);
         }
         self.codes.get(&(pid, addr)).and_then(Option::as_ref)
+    }
+}
+
+/// The frame of a Python frame whose code object could not be read.
+pub fn unreadable_frame() -> Frame {
+    Frame {
+        kind: FrameKind::Python,
+        name: "[unreadable Python code]".into(),
+        module: "[python]".into(),
+        symbolized: false,
+        ..Frame::default()
     }
 }
 

@@ -329,21 +329,14 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                 .code(pid, raw.code, |o| maps.python_code(pid, o, raw.code))
                 .cloned()
                 .map(|code| self.python.frame(&code, raw));
-            match frame {
-                Some(f) => out.push(PyFrameRef {
-                    id: self.rec.aggregate.python_frame(f),
-                    entry: raw.entry,
-                }),
-                None => {
-                    // Keep the loop-run boundary on the previous frame: the splice needs it.
-                    if raw.entry {
-                        if let Some(last) = out.last_mut() {
-                            last.entry = true;
-                        }
-                    }
-                    unnamed = true;
-                }
-            }
+            // A code object that cannot be read (the process exited, a corrupt pointer) keeps
+            // its place, so that the runs still match the loop frames, under a name that says so.
+            unnamed |= frame.is_none();
+            let frame = frame.unwrap_or_else(crate::python::unreadable_frame);
+            out.push(PyFrameRef {
+                id: self.rec.aggregate.python_frame(frame),
+                entry: raw.entry,
+            });
         }
         self.python.stats.unnamed += u64::from(unnamed);
         out

@@ -305,6 +305,39 @@ mod tests {
     }
 
     #[test]
+    fn python_frames_are_decoded_up_to_their_count_with_entry_marks() {
+        let (mut buf, len) = sample_record(0);
+        let s = plain::from_mut_bytes::<pkprof_sample>(&mut bytes_mut(&mut buf)[..SAMPLE]).unwrap();
+        s.py[0].code = 0x7f00_1000;
+        s.py[0].instr = 0x7f00_1040;
+        s.py[1].code = 0x7f00_2000;
+        s.py[1].instr = 0x7f00_2010;
+        s.py[1].flags = PY_FRAME_ENTRY;
+        s.py[2].code = 0xdead; // beyond py_len: not a frame
+        s.py_len = 2;
+        s.py_state = PyState::PKPROF_PY_DEPTH.0;
+        let Some(RecordEvent::Sample(s)) = decode(bytes(&buf, len)) else {
+            panic!("not decoded as a sample");
+        };
+        assert_eq!(s.python_walk, PyWalk::DepthLimit);
+        assert_eq!(
+            s.python,
+            vec![
+                PyRawFrame {
+                    code: 0x7f00_1000,
+                    instr: 0x7f00_1040,
+                    entry: false
+                },
+                PyRawFrame {
+                    code: 0x7f00_2000,
+                    instr: 0x7f00_2010,
+                    entry: true
+                },
+            ]
+        );
+    }
+
+    #[test]
     fn a_held_sample_has_no_served_thread_and_stack_errors_are_flagged() {
         let (mut buf, len) = sample_record(0);
         let s = plain::from_mut_bytes::<pkprof_sample>(&mut bytes_mut(&mut buf)[..SAMPLE]).unwrap();

@@ -13,6 +13,7 @@
 #define PKPROF_RECORD_PYTHON_BPF_H
 
 #include "core.bpf.h"
+#include "record/scratch.bpf.h"
 
 /* The enums Rust reads from the generated types (the fields holding them are plain integers). */
 enum pkprof_py_state pkprof_py_state_btf_anchor SEC(".data.btf_anchor");
