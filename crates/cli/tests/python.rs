@@ -57,7 +57,7 @@ fn record(key: &str, args: &[&str], cmd: &[&str]) -> (Profile, String) {
             .args(args)
             .args(if cmd.is_empty() { &[][..] } else { &["--"][..] })
             .args(cmd),
-        Duration::from_secs(90),
+        Duration::from_secs(300),
     );
     let text = format!(
         "{}{}",

@@ -12,7 +12,9 @@
 #ifndef PKPROF_RECORD_PYTHON_BPF_H
 #define PKPROF_RECORD_PYTHON_BPF_H
 
-#include "core.bpf.h"
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "pkprof.h"
 #include "record/scratch.bpf.h"
 
 /* The enums Rust reads from the generated types (the fields holding them are plain integers). */

@@ -6,7 +6,9 @@
 #ifndef PKPROF_RECORD_SCRATCH_BPF_H
 #define PKPROF_RECORD_SCRATCH_BPF_H
 
-#include "core.bpf.h"
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "pkprof.h"
 
 /*
  * Where each CPU builds its sample before it goes to the ring with its variable-length stack
