@@ -12,6 +12,8 @@ apt_pkgs=(clang llvm bpftool libbpf-dev bpftrace libelf-dev zlib1g-dev pkg-confi
 apt_pkgs+=(man-db zsh fish)
 # unzip: the Go toolchain fetched from the Go module proxy to build the OpenTelemetry Collector.
 apt_pkgs+=(unzip)
+# Python frames (crates/cli/tests/python.rs): Debian's CPython 3.11, and venv for py-spy below.
+apt_pkgs+=(python3.11 python3-venv)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -55,5 +57,19 @@ fi
 # into pkprof's development cache; the tests run $PKPROF_DEV_CACHE/otelcol/otelcol-pkprof.
 dev_cache="${PKPROF_DEV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pkprof-dev}"
 bash "$(dirname "${BASH_SOURCE[0]}")/otelcol/build.sh" "$dev_cache/otelcol" >/dev/null
+# py-spy (PyPI), the peer the Python-frame tests compare with, in pkprof's own cache directory.
+pyspy_dir="${XDG_CACHE_HOME:-$HOME/.cache}/pkprof/py-spy"
+pyspy_version=0.4.3
+if [ "$("$pyspy_dir/bin/py-spy" --version 2>/dev/null)" != "py-spy $pyspy_version" ]; then
+  echo "setup: installing py-spy $pyspy_version into $pyspy_dir"
+  python3 -m venv "$pyspy_dir"
+  "$pyspy_dir/bin/pip" install -q "py-spy==$pyspy_version"
+fi
+# The Python-frame tests also use pyenv's CPython 3.12/3.13 (a second supported minor version) and
+# 3.10 (one pkprof has no offsets for) when ~/.pyenv has them; nothing here downloads interpreters.
+for v in 3.10 3.12 3.13; do
+  ls -d "$HOME"/.pyenv/versions/"$v".* >/dev/null 2>&1 ||
+    echo "setup: note: no CPython $v under ~/.pyenv: tests/python.rs needs it (pyenv install $v)" >&2
+done
 
 echo "setup: ok"

@@ -65,6 +65,35 @@ pub struct SampleEvent {
     pub ustack_bytes_short: bool,
     /// ns the kernel side took to build the sample (stack walks and copy; not the ring output).
     pub build_ns: u32,
+    /// The CPython frames of the sampled thread, leaf first (docs/design.md, "Python frames"),
+    /// and how their walk went.
+    pub python: Vec<PyRawFrame>,
+    pub python_walk: PyWalk,
+}
+
+/// A CPython frame as the sampling program read it: its code object and instruction pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PyRawFrame {
+    pub code: u64,
+    pub instr: u64,
+    /// The first frame of an evaluation loop's run (one `_PyEval_EvalFrameDefault` native frame).
+    pub entry: bool,
+}
+
+/// How the Python frame walk of a sample went (pkprof.h, `pkprof_py_state`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PyWalk {
+    /// Not a known CPython process (or no user stack was taken).
+    #[default]
+    None,
+    /// The whole chain.
+    Complete,
+    /// The thread had no Python thread state.
+    NoThread,
+    /// A frame or thread state could not be read: the frames read so far are kept.
+    ReadFault,
+    /// Deeper than the kernel side keeps: the innermost frames are kept.
+    DepthLimit,
 }
 
 /// Where held samples go next.

@@ -9,7 +9,7 @@ pub mod events;
 pub mod holds;
 pub mod targets;
 
-pub use events::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Served};
+pub use events::{LinkEvent, LinkTarget, PyRawFrame, PyWalk, SampleContext, SampleEvent, Served};
 pub use holds::{Holds, Resolution};
 /// Why a sample's user stack stops early (the profile's type, carried by [`SampleEvent`]).
 pub use pkprof_profile::Truncation;

@@ -402,9 +402,13 @@ pub struct RecordArgs {
     /// Count calls of a user function exactly with a uprobe: FUNC@BINARY (repeatable).
     #[arg(long = "count", value_name = "FUNC@BINARY", value_parser = record::parse_probe)]
     counts: Vec<pkprof_collect::FuncProbe>,
-    /// Symbolize with DWARF source lines and inlined frames (slower).
+    /// Symbolize with DWARF source lines and inlined frames (slower); Python frames get their lines.
     #[arg(long)]
     lines: bool,
+    /// Leave CPython processes native-only: no Python frames spliced in (their walk costs each
+    /// sample a few µs more).
+    #[arg(long)]
+    no_python: bool,
     /// Do not have the kernel time pkprof's BPF programs (their run time is then not in the profile).
     #[arg(long)]
     no_bpf_stats: bool,
@@ -491,6 +495,7 @@ impl RecordArgs {
             syscalls: self.syscalls,
             probes: self.counts,
             lines: self.lines,
+            python: !self.no_python,
             bpf_stats: !self.no_bpf_stats,
             max_threads: self.max_threads,
             max_targets: self.max_targets,

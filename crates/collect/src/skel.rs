@@ -23,6 +23,8 @@ unsafe impl plain::Plain for types::pkprof_owner {}
 unsafe impl plain::Plain for types::pkprof_sample {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_link {}
+// SAFETY: a pkprof.h record of plain integers.
+unsafe impl plain::Plain for types::pkprof_py_proc {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_func_key {}
 

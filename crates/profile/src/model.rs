@@ -281,6 +281,10 @@ pub enum FrameKind {
     /// Not code: the root mark (`[truncated]`) of a stack whose outer callers are missing, because
     /// the frame-pointer walk met a broken chain.
     Truncated,
+    /// A CPython function, named `FILE:FUNC` (`fib.py:fib`; `module` is the source path), spliced
+    /// in place of the interpreter loop's native frame that ran it (docs/design.md, "Python
+    /// frames").
+    Python,
 }
 
 /// A call stack, root (outermost caller) first: user frames, then the syscall boundary, then kernel

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use pkprof_attribution::{SampleContext, Served, Truncation};
-use pkprof_profile::Bucket;
+use pkprof_profile::{Bucket, Frame};
+
+use crate::python::PyFrameRef;
 
 /// A raw stack: the process whose user addresses these are, and both parts, leaf first.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -14,6 +16,8 @@ pub struct RawStack {
     pub kstack: Vec<u64>,
     /// Why the user stack stops before the thread's entry (None: it reached it).
     pub end: Option<Truncation>,
+    /// The thread's CPython frames, leaf first (docs/design.md, "Python frames").
+    pub python: Vec<PyFrameRef>,
 }
 
 /// The labels a sample group carries.
@@ -37,6 +41,9 @@ pub struct Aggregate {
     limits: Option<(usize, usize)>,
     /// Samples not kept because a limit was reached.
     dropped: u64,
+    /// Python frames, named while their processes lived (ids of [`PyFrameRef`]).
+    python: Vec<Frame>,
+    python_ids: HashMap<Frame, u32>,
 }
 
 impl Aggregate {
@@ -84,6 +91,21 @@ impl Aggregate {
         } else {
             self.groups.insert(key, 1);
         }
+    }
+
+    /// The id of a named Python frame.
+    pub fn python_frame(&mut self, f: Frame) -> u32 {
+        if let Some(id) = self.python_ids.get(&f) {
+            return *id;
+        }
+        let id = self.python.len() as u32;
+        self.python.push(f.clone());
+        self.python_ids.insert(f, id);
+        id
+    }
+
+    pub fn python_frames(&self) -> &[Frame] {
+        &self.python
     }
 
     pub fn stacks(&self) -> &[RawStack] {

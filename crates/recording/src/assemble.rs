@@ -20,6 +20,7 @@ use pkprof_profile::{
 };
 
 use crate::aggregate::{Aggregate, RawStack};
+use crate::python::{splice, PythonStats, EVAL_LOOP};
 use crate::session::Recorded;
 use crate::sources::Symbols;
 
@@ -117,12 +118,15 @@ struct StackParts {
     kernel: Vec<FrameId>,
     in_syscall: bool,
     user_end: Option<Option<Truncation>>,
+    /// Its Python frames' runs matched the interpreter-loop frames one for one (or it has none).
+    python_matched: bool,
 }
 
 fn stack_frames(
     s: &RawStack,
     sym: &impl Symbols,
     syms: &Symbolized,
+    python: &[FrameId],
     b: &mut ProfileBuilder,
 ) -> StackParts {
     let mut user = Vec::new();
@@ -130,11 +134,24 @@ fn stack_frames(
     if let Some(reason) = end {
         user.push(b.frame(truncated_frame(reason)));
     }
+    let mut native = Vec::new();
     for (i, a) in ustack.iter().enumerate().rev() {
         if let Some(f) = syms.user.get(&(s.user_pid, lookup_addr(i, *a))) {
-            user.extend_from_slice(f);
+            native.extend_from_slice(f);
         }
     }
+    // docs/design.md, "Python frames": each run of Python frames in place of its loop frame.
+    let py: Vec<(FrameId, bool)> = s
+        .python
+        .iter()
+        .map(|r| (python[r.id as usize], r.entry))
+        .collect();
+    let python_matched = splice(
+        &native,
+        |id| b.frame_at(id).name == EVAL_LOOP,
+        &py,
+        &mut user,
+    );
     let mut kernel = Vec::new();
     for (i, a) in s.kstack.iter().enumerate().rev() {
         if let Some(f) = syms.kernel.get(&lookup_addr(i, *a)) {
@@ -150,17 +167,25 @@ fn stack_frames(
         kernel,
         in_syscall,
         user_end: (!ustack.is_empty()).then_some(end),
+        python_matched,
     }
 }
 
-/// Adds every sample group of `agg` to the builder.
-pub fn add_samples(agg: &Aggregate, sym: &mut impl Symbols, b: &mut ProfileBuilder) {
+/// Adds every sample group of `agg` to the builder; returns the samples whose Python frames did
+/// not match their native stack's interpreter-loop frames one for one.
+pub fn add_samples(agg: &Aggregate, sym: &mut impl Symbols, b: &mut ProfileBuilder) -> u64 {
     let syms = symbolize(agg, sym, b);
+    let python: Vec<FrameId> = agg
+        .python_frames()
+        .iter()
+        .map(|f| b.frame(f.clone()))
+        .collect();
     let parts: Vec<_> = agg
         .stacks()
         .iter()
-        .map(|s| stack_frames(s, sym, &syms, b))
+        .map(|s| stack_frames(s, sym, &syms, &python, b))
         .collect();
+    let mut unmatched = 0;
     let mut stack_ids: HashMap<(u32, Option<u32>), u32> = HashMap::new();
     let mut user_stacks = UserStacks::default();
     for (raw, labels, count) in agg.groups() {
@@ -169,9 +194,13 @@ pub fn add_samples(agg: &Aggregate, sym: &mut impl Symbols, b: &mut ProfileBuild
             kernel,
             in_syscall,
             user_end,
+            python_matched,
         } = &parts[raw as usize];
         if let Some(end) = user_end {
             user_stacks.add(*end, count);
+        }
+        if !python_matched {
+            unmatched += count;
         }
         let syscall = labels.syscall.filter(|_| *in_syscall);
         let context = match labels.context {
@@ -211,6 +240,44 @@ pub fn add_samples(agg: &Aggregate, sym: &mut impl Symbols, b: &mut ProfileBuild
         });
     }
     b.meta_mut().user_stacks = user_stacks;
+    unmatched
+}
+
+/// The profile's lines about Python: interpreters found or not supported, and how the frame
+/// walks ended when any was cut short (docs/design.md, "Python frames").
+fn python_warnings(stats: &PythonStats, unmatched: u64) -> Vec<String> {
+    use pkprof_attribution::PyWalk;
+    let mut out = Vec::new();
+    for f in &stats.found {
+        out.push(format!("python: {f}: Python frames spliced in"));
+    }
+    for u in &stats.unsupported {
+        out.push(format!(
+            "python: {u}: no structure offsets for this version (pkprof knows {}); its samples are native-only",
+            pkprof_symbolize::python::supported_versions().join(", ")
+        ));
+    }
+    let n = |w: PyWalk| stats.walks.get(&w).copied().unwrap_or(0);
+    let cut = [
+        ("read fault", n(PyWalk::ReadFault)),
+        ("depth limit", n(PyWalk::DepthLimit)),
+        ("no thread state", n(PyWalk::NoThread)),
+        ("unreadable code object", stats.unnamed),
+        ("not matching the native stack", unmatched),
+    ];
+    if cut.iter().any(|(_, c)| *c > 0) {
+        let parts: Vec<String> = cut
+            .iter()
+            .filter(|(_, c)| *c > 0)
+            .map(|(r, c)| format!("{c} {r}"))
+            .collect();
+        out.push(format!(
+            "python: {} samples walked whole; truncated or partial: {}",
+            n(PyWalk::Complete),
+            parts.join(", ")
+        ));
+    }
+    out
 }
 
 /// The syscall boundary frame `sys_<name>` joining a user call site to the kernel's work.
@@ -240,7 +307,7 @@ pub struct Extras {
 pub fn profile(meta: Meta, recorded: &Recorded, sym: &mut impl Symbols, extras: Extras) -> Profile {
     let mut builder = ProfileBuilder::new(meta);
     let sym_start = Instant::now();
-    add_samples(&recorded.aggregate, sym, &mut builder);
+    let unmatched = add_samples(&recorded.aggregate, sym, &mut builder);
     let symbolize_ns = sym_start.elapsed().as_nanos() as u64;
     for p in recorded.processes.values() {
         builder.process(p.clone());
@@ -261,6 +328,8 @@ pub fn profile(meta: Meta, recorded: &Recorded, sym: &mut impl Symbols, extras: 
     let m = builder.meta_mut();
     m.overhead.symbolize_ns = symbolize_ns;
     m.warnings = sym.warnings();
+    m.warnings
+        .extend(python_warnings(&recorded.python, unmatched));
     if extras.bpf_stats_unmeasured {
         m.warnings.push(
             "the kernel did not time pkprof's BPF programs (BPF stats need CAP_SYS_ADMIN): \

@@ -1,7 +1,8 @@
 //! The recording pipeline of `pkprof record`, from kernel events to a profile (docs/design.md,
 //! "Data flow"): the recording loop labels each sample with the process it served (`session`,
 //! through `pkprof-attribution`), aggregates labelled raw stacks (`aggregate`), describes the
-//! recording (`meta`) and assembles the symbolized profile (`assemble`).
+//! recording (`meta`) and assembles the symbolized profile (`assemble`), with CPython frames
+//! spliced in (`python`).
 //!
 //! The kernel side, the processes' maps and the symbolizer are traits (`sources`): the CLI wires
 //! the BPF collector and the real symbolizer, tests wire fakes, so all of this runs without root.
@@ -10,6 +11,7 @@ pub mod aggregate;
 pub mod assemble;
 pub mod costs;
 pub mod meta;
+pub mod python;
 pub mod session;
 pub mod sources;
 

@@ -13,6 +13,7 @@ use pkprof_profile::ProcessInfo;
 
 use crate::aggregate::{Aggregate, Labels, RawStack};
 use crate::costs::SampleCosts;
+use crate::python::{PyFrameRef, Python, PythonStats};
 use crate::sources::{KernelSource, ProcessMaps, RingRecord, UserRegs};
 
 /// Why recording stopped.
@@ -41,6 +42,8 @@ pub struct Recorded {
     pub untracked_target_ns: u64,
     pub costs: SampleCosts,
     pub stop: StopReason,
+    /// How the CPython frames of the samples went (docs/design.md, "Python frames").
+    pub python: PythonStats,
 }
 
 /// What stopped a recording early: reading the kernel side failed.
@@ -84,6 +87,7 @@ pub struct Session<'a, K: KernelSource, M: ProcessMaps> {
     batch: Vec<RingRecord>,
     /// How long one `step` waits for ring records.
     poll_every: Duration,
+    python: Python,
 }
 
 /// How often the exact accounting is read, and with it exited threads are freed from the kernel's
@@ -126,6 +130,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                 untracked_target_ns: 0,
                 costs: SampleCosts::default(),
                 stop: StopReason::Duration,
+                python: PythonStats::default(),
             },
             accountant,
             captures: HashMap::new(),
@@ -138,6 +143,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             expired_before: 0,
             batch: Vec::new(),
             poll_every: Duration::from_millis(50),
+            python: Python::default(),
         }
     }
 
@@ -152,6 +158,14 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
     /// stacks and `max_groups` (stack, labels) groups; samples beyond them are counted as dropped.
     pub fn with_limits(mut self, max_stacks: usize, max_groups: usize) -> Self {
         self.rec.aggregate = Aggregate::bounded(Some((max_stacks, max_groups)));
+        self
+    }
+
+    /// Whether CPython processes are looked for (`record --no-python`: not), and whether their
+    /// frames carry their source line (`record --lines`).
+    pub fn python(mut self, on: bool, lines: bool) -> Self {
+        self.python.enabled = on;
+        self.python.lines = lines;
         self
     }
 
@@ -278,6 +292,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         }
         self.rec.held_expired = self.holds.expired() - self.expired_before;
         self.rec.stop = reason;
+        self.rec.python = std::mem::take(&mut self.python.stats);
         Ok(self.rec)
     }
 
@@ -344,6 +359,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                 if let Err(e) = self.kernel.mark_captured(pid) {
                     tracing::info!("{e}");
                 }
+                self.find_python(pid);
                 ok
             }
         };
@@ -386,6 +402,50 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         s.ustack_end = unwound.end;
     }
 
+    /// Looks for a CPython in `pid` once, and hands what it found to the kernel side.
+    fn find_python(&mut self, pid: u32) {
+        if !self.python.enabled || self.python.known(pid) {
+            return;
+        }
+        let found = self.maps.detect_python(pid);
+        if let Some(layout) = self.python.found(pid, found) {
+            if let Err(e) = self.kernel.set_python(pid, layout) {
+                tracing::info!("{e}");
+            }
+        }
+    }
+
+    /// Names a sample's Python frames from its process's memory, now that it is labelled (task
+    /// context: never held, so the process is alive and the frames are as sampled, give or take
+    /// the ring's delay).
+    fn python_frames(&mut self, s: &SampleEvent) -> Vec<PyFrameRef> {
+        if s.python_walk == pkprof_attribution::PyWalk::None {
+            return Vec::new();
+        }
+        *self.python.stats.walks.entry(s.python_walk).or_default() += 1;
+        let mut out = Vec::with_capacity(s.python.len());
+        let mut unnamed = false;
+        for raw in &s.python {
+            let maps = &mut *self.maps;
+            let pid = s.cur_pid;
+            let frame = self
+                .python
+                .code(pid, raw.code, |o| maps.python_code(pid, o, raw.code))
+                .cloned()
+                .map(|code| self.python.frame(&code, raw));
+            // A code object that cannot be read (the process exited, a corrupt pointer) keeps
+            // its place, so that the runs still match the loop frames, under a name that says so.
+            unnamed |= frame.is_none();
+            let frame = frame.unwrap_or_else(crate::python::unreadable_frame);
+            out.push(PyFrameRef {
+                id: self.rec.aggregate.python_frame(frame),
+                entry: raw.entry,
+            });
+        }
+        self.python.stats.unnamed += u64::from(unnamed);
+        out
+    }
+
     fn resolved(&mut self, s: SampleEvent, r: Resolution) {
         let served = match r {
             Resolution::Thread(t) => Some(t),
@@ -395,6 +455,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
     }
 
     fn label(&mut self, s: SampleEvent, served: Option<Served>) {
+        let python = self.python_frames(&s);
         let bucket = self.targets.bucket(s.context, served.as_ref());
         let syscall = (s.context == SampleContext::Kernel && (0..4096).contains(&s.orig_ax))
             .then_some(s.orig_ax as u32);
@@ -411,6 +472,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             ustack: s.ustack,
             kstack: s.kstack,
             end: s.ustack_end,
+            python,
         };
         self.rec.aggregate.add(stack, labels);
     }

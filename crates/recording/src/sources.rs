@@ -11,6 +11,8 @@ use pkprof_attribution::{LinkEvent, SampleEvent};
 use pkprof_profile::Frame;
 pub use pkprof_symbolize::{UnwoundStack, UserRegs};
 
+use crate::python::{CodeInfo, PyDetect, PyLayout, PyOffsets};
+
 /// One record of the kernel's ring buffer, decoded (docs/design.md, "Data flow").
 #[derive(Clone, Debug, PartialEq)]
 pub enum RingRecord {
@@ -49,6 +51,12 @@ pub trait KernelSource {
     fn targets(&mut self) -> Vec<u32>;
     /// Tells the sampler that `pid`'s maps are captured: its samples need not wake the reader.
     fn mark_captured(&mut self, pid: u32) -> Result<(), Self::Error>;
+    /// Tells the sampler that `pid` runs the CPython `layout` describes: its samples carry its
+    /// Python frames from now on (docs/design.md, "Python frames"). A source that cannot walk
+    /// Python ignores it.
+    fn set_python(&mut self, _pid: u32, _layout: &PyLayout) -> Result<(), Self::Error> {
+        Ok(())
+    }
 }
 
 /// The sampled processes while they are alive: their maps (captured at their first sample), the
@@ -73,6 +81,14 @@ pub trait ProcessMaps {
     ) -> UnwoundStack;
     /// The executable of `pid`, when known.
     fn exe(&mut self, pid: u32) -> Option<String>;
+    /// Whether `pid` runs a CPython pkprof can walk (asked once per process, while it lives).
+    fn detect_python(&mut self, _pid: u32) -> PyDetect {
+        PyDetect::NotPython
+    }
+    /// Reads the code object at `addr` of `pid` laid out as `offsets` (None: unreadable).
+    fn python_code(&mut self, _pid: u32, _offsets: &PyOffsets, _addr: u64) -> Option<CodeInfo> {
+        None
+    }
 }
 
 /// Names for what the samples hold, at assembly.

@@ -14,10 +14,12 @@ use pkprof_accounting::{
     Buckets, Counters, CpuCounters, Interval as Accounting, Snapshot, SyscallCount, ThreadSample,
 };
 use pkprof_attribution::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Served, TargetSet};
+use pkprof_attribution::{PyRawFrame, PyWalk};
 use pkprof_profile::{
     Frame, FrameKind, FuncCount, Profile, TargetKind, Targets, Truncation, UserStacks,
 };
 use pkprof_recording::meta::{self, KernelLost};
+use pkprof_recording::python::{CodeInfo, PyDetect, PyLayout, PyOffsets, EVAL_LOOP};
 use pkprof_recording::{
     Extras, KernelSource, ProcessMaps, Recorded, RingRecord, Session, SessionError, StopReason,
     Symbols, UnwoundStack, UserRegs,
@@ -128,6 +130,9 @@ struct FakeMaps {
     unwound: HashMap<u32, UnwoundStack>,
     unwinds: Vec<UnwindCall>,
     exes: HashMap<u32, String>,
+    /// What `detect_python` finds per process (absent: not Python), and the code objects.
+    python: HashMap<u32, PyDetect>,
+    codes: HashMap<u64, CodeInfo>,
 }
 
 impl ProcessMaps for FakeMaps {
@@ -174,6 +179,15 @@ impl ProcessMaps for FakeMaps {
     fn exe(&mut self, pid: u32) -> Option<String> {
         self.exes.get(&pid).cloned()
     }
+    fn detect_python(&mut self, pid: u32) -> PyDetect {
+        self.python
+            .get(&pid)
+            .cloned()
+            .unwrap_or(PyDetect::NotPython)
+    }
+    fn python_code(&mut self, _pid: u32, _o: &PyOffsets, addr: u64) -> Option<CodeInfo> {
+        self.codes.get(&addr).cloned()
+    }
 }
 
 #[derive(Default)]
@@ -214,7 +228,12 @@ impl Symbols for FakeSymbols {
             .map(|a| {
                 vec![Frame {
                     kind: FrameKind::User,
-                    name: format!("u{a:x}"),
+                    // The interpreter loop's address (Python frames are spliced in its place).
+                    name: if *a == EVAL {
+                        EVAL_LOOP.to_string()
+                    } else {
+                        format!("u{a:x}")
+                    },
                     module: "/bin/app".into(),
                     offset: *a,
                     symbolized: true,
@@ -239,6 +258,8 @@ impl Symbols for FakeSymbols {
 
 /// A complete user stack: main (0x3000) calls work (0x2000), sampled at 0x1000.
 const USTACK: [u64; 3] = [0x1000, 0x2001, 0x3001];
+/// The address the fake symbolizer names `_PyEval_EvalFrameDefault`.
+const EVAL: u64 = 0x4000;
 /// Kernel addresses as looked up (return addresses are one past these).
 const K_WRITE: u64 = 0x9000_0000;
 const K_DO_SYSCALL: u64 = 0x9000_0100;
@@ -296,6 +317,8 @@ fn sample(cur_pid: u32, comm: &str, served: Option<Served>) -> SampleEvent {
         ustack_bytes: Vec::new(),
         ustack_bytes_short: false,
         build_ns: 2_000,
+        python: Vec::new(),
+        python_walk: pkprof_attribution::PyWalk::None,
     }
 }
 
@@ -973,5 +996,118 @@ fn a_failed_read_stops_the_recording_with_what_was_being_done() {
     assert_eq!(
         std::error::Error::source(&err).unwrap().to_string(),
         "map gone"
+    );
+}
+
+// ---- Python frames -----------------------------------------------------------------------------
+
+/// A CPython process (100) and one pkprof has no offsets for (200): 100's Python frames are named
+/// from its code objects and each run replaces its interpreter-loop frame; a frame whose code
+/// cannot be read is named so and counted; 200 stays native-only and is said once.
+#[test]
+fn python_runs_replace_their_interpreter_loop_frames() {
+    let code = |file: &str, name: &str| CodeInfo {
+        filename: format!("/srv/{file}"),
+        qualname: name.into(),
+        firstlineno: 1,
+        linetable: Vec::new(),
+        code_start: 0,
+    };
+    let mut maps = FakeMaps {
+        python: HashMap::from([
+            (
+                100,
+                PyDetect::Found(PyLayout {
+                    version: (3, 11, 2),
+                    runtime: 0x7000,
+                    binary: "python3.11".into(),
+                    offsets: PyOffsets::default(),
+                    from_debug_offsets: false,
+                }),
+            ),
+            (
+                200,
+                PyDetect::Unsupported {
+                    version: "3.10.13".into(),
+                    binary: "python3.10".into(),
+                },
+            ),
+        ]),
+        codes: HashMap::from([
+            (0xa0, code("app.py", "<module>")),
+            (0xa1, code("app.py", "pack")),
+            (0xa2, code("cb.py", "on_data")),
+        ]),
+        ..FakeMaps::default()
+    };
+    let py = |code: u64, entry: bool| PyRawFrame {
+        code,
+        instr: 0,
+        entry,
+    };
+    let app = served(100, "app", true);
+    // Native, leaf first: u1000 <- EVAL (runs on_data) <- u2000 (a C function) <- EVAL (runs
+    // <module> > pack) <- u3000.
+    let native = vec![0x1000, EVAL + 1, 0x2001, EVAL + 1, 0x3001];
+    let s = samples([
+        SampleEvent {
+            ustack: native.clone(),
+            ustack_end: None,
+            python: vec![py(0xa2, true), py(0xa1, false), py(0xa0, true)],
+            python_walk: PyWalk::Complete,
+            ..sample(100, "app", Some(app.clone()))
+        },
+        // The code object of on_data cannot be read: its frame says so, in its place.
+        SampleEvent {
+            ustack: native.clone(),
+            ustack_end: None,
+            python: vec![py(0xbad, true), py(0xa1, false), py(0xa0, true)],
+            python_walk: PyWalk::Complete,
+            ..sample(100, "app", Some(app.clone()))
+        },
+        SampleEvent {
+            ustack: vec![0x1000, EVAL + 1, 0x3001],
+            ustack_end: None,
+            ..sample(200, "old", Some(served(200, "old", true)))
+        },
+    ]);
+    let mut kernel = FakeKernel::with(vec![s]);
+    let rec = record(
+        &mut kernel,
+        &mut maps,
+        TargetSet::Kernel,
+        &[100, 200],
+        false,
+    );
+    let mut sym = symbols();
+    let p = assemble(&rec, &mut sym);
+    assert_eq!(
+        groups(&p),
+        [
+            "Process User pid=100 comm=app cur=100 n=1 | u3000;app.py:<module>;app.py:pack;u2000;[unreadable Python code];u1000",
+            "Process User pid=100 comm=app cur=100 n=1 | u3000;app.py:<module>;app.py:pack;u2000;cb.py:on_data;u1000",
+            "Process User pid=200 comm=old cur=200 n=1 | u3000;_PyEval_EvalFrameDefault;u1000",
+        ]
+    );
+    let f = p.frames.iter().find(|f| f.name == "app.py:pack").unwrap();
+    assert_eq!(
+        (f.kind, f.module.as_str()),
+        (FrameKind::Python, "/srv/app.py")
+    );
+    let w = &p.meta.warnings;
+    assert!(
+        w.iter().any(|l| l.contains("pid 100: python3.11 3.11.2")),
+        "{w:?}"
+    );
+    assert_eq!(
+        w.iter()
+            .filter(|l| l.contains("pid 200: python3.10 3.10.13: no structure offsets"))
+            .count(),
+        1,
+        "{w:?}"
+    );
+    assert!(
+        w.iter().any(|l| l.contains("1 unreadable code object")),
+        "{w:?}"
     );
 }

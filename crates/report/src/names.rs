@@ -19,7 +19,7 @@ pub fn frame_label(pid: u32, bucket: Bucket, frame: &Frame, style: NameStyle) ->
     }
     let side = match frame.kind {
         // The `[truncated]` mark stands where the missing user callers would be.
-        FrameKind::User | FrameKind::Truncated => 'u',
+        FrameKind::User | FrameKind::Truncated | FrameKind::Python => 'u',
         FrameKind::Kernel | FrameKind::Syscall => 'k',
     };
     match bucket {

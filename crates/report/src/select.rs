@@ -328,9 +328,15 @@ impl Selection {
     pub fn keep_frame(&self, f: &Frame) -> bool {
         match self.frames {
             FrameFilter::All => true,
-            FrameFilter::KernelOnly => !matches!(f.kind, FrameKind::User | FrameKind::Truncated),
+            FrameFilter::KernelOnly => !matches!(
+                f.kind,
+                FrameKind::User | FrameKind::Truncated | FrameKind::Python
+            ),
             // The `[truncated]` mark belongs to the user part.
-            FrameFilter::UserOnly => matches!(f.kind, FrameKind::User | FrameKind::Truncated),
+            FrameFilter::UserOnly => matches!(
+                f.kind,
+                FrameKind::User | FrameKind::Truncated | FrameKind::Python
+            ),
         }
     }
 

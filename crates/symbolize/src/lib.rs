@@ -28,6 +28,7 @@ mod kernel;
 mod maps;
 pub mod perf_map;
 mod process;
+pub mod python;
 mod unwind;
 mod user;
 

@@ -155,6 +155,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         opts.tag_expire,
         opts.stack_bytes > 0,
     )
+    .python(opts.python, opts.lines)
     .run(|| stop.check())?;
     let end_unix = meta::unix_ns();
     let record_lost = collector.record_lost()?;

@@ -33,6 +33,8 @@ pub struct RecordOptions {
     pub probes: Vec<FuncProbe>,
     /// DWARF file:line and inlined frames.
     pub lines: bool,
+    /// Splice CPython frames into the stacks of Python processes (docs/design.md, "Python frames").
+    pub python: bool,
     pub bpf_stats: bool,
     pub max_threads: u32,
     /// Capacity of the kernel's set of target processes alive at once.
@@ -53,7 +55,7 @@ pub struct RecordOptions {
 /// samples at the rate (each up to a record plus `stack_bytes`), so that the reader, which polls
 /// every 50 ms, keeps up without losses; between 8 and 256 MiB; a power of two.
 pub fn ring_bytes(ring_mib: Option<u32>, frequency_hz: u64, cpus: u64, stack_bytes: u32) -> u32 {
-    const RECORD: u64 = 2304; // struct pkprof_sample, rounded up
+    const RECORD: u64 = 3840; // struct pkprof_sample (Python frames included), rounded up
     let bytes = match ring_mib {
         Some(mib) => u64::from(mib) << 20,
         None => {

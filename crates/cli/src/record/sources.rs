@@ -7,9 +7,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use pkprof_accounting::Snapshot;
-use pkprof_collect::{CollectError, Collector};
+use pkprof_collect::{CollectError, Collector, PyProc};
 use pkprof_collect::{EventRing, RecordEvent};
 use pkprof_profile::Frame;
+use pkprof_recording::python::{CodeInfo, PyDetect, PyLayout, PyOffsets};
 use pkprof_recording::{KernelSource, ProcessMaps, RingRecord, Symbols, UnwoundStack, UserRegs};
 use pkprof_symbolize::{SymbolizeError, Symbolizer};
 
@@ -103,6 +104,26 @@ impl KernelSource for Kernel<'_> {
     fn mark_captured(&mut self, pid: u32) -> Result<(), CollectError> {
         self.collector.mark_captured(pid)
     }
+
+    fn set_python(&mut self, pid: u32, l: &PyLayout) -> Result<(), CollectError> {
+        let o = &l.offsets;
+        let p = PyProc {
+            runtime: l.runtime,
+            runtime_interpreters_head: o.runtime_interpreters_head,
+            interp_threads_head: o.interp_threads_head,
+            tstate_next: o.tstate_next,
+            tstate_native_thread_id: o.tstate_native_thread_id,
+            tstate_cframe: o.tstate_cframe,
+            tstate_current_frame: o.tstate_current_frame,
+            frame_code: o.frame_code,
+            frame_previous: o.frame_previous,
+            frame_instr: o.frame_instr,
+            frame_owner: o.frame_owner,
+            frame_is_entry: o.frame_is_entry,
+            owned_by_cstack: o.owned_by_cstack,
+        };
+        self.collector.set_python(pid, &p)
+    }
 }
 
 /// The symbolizer: captures the sampled processes' maps, unwinds their stacks, names addresses.
@@ -132,6 +153,14 @@ impl ProcessMaps for Symbolizing {
         fp_chain: &[u64],
     ) -> UnwoundStack {
         self.0.unwind(pid, regs, stack, window_full, fp_chain)
+    }
+
+    fn detect_python(&mut self, pid: u32) -> PyDetect {
+        pkprof_symbolize::python::detect(pid)
+    }
+
+    fn python_code(&mut self, pid: u32, offsets: &PyOffsets, addr: u64) -> Option<CodeInfo> {
+        pkprof_symbolize::python::read_code(pid, addr, offsets)
     }
 
     /// The captured process's executable, else (not captured) `/proc/PID/exe` while it lives.

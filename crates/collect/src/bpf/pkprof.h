@@ -346,6 +346,56 @@ enum pkprof_link_to {
 	PKPROF_LINK_EXPIRED = 4, /* nobody consumed it in time: KERNEL, counted as expired */
 };
 
+/*
+ * ---- CPython frames (docs/design.md, "Python frames") ----
+ * For a process running CPython, the sampling program walks the interpreter's frame chain of the
+ * sampled thread with the offsets user space found in the binary (pkprof_py_proc, one per
+ * process in `py_procs`), and the sample carries each frame's code object and instruction; user
+ * space names them from the process's memory and splices them into the native stack.
+ */
+#define PKPROF_MAX_PY_FRAMES 64
+/* Threads searched for the sampled one in the interpreter's thread list. */
+#define PKPROF_PY_MAX_THREADS 64
+
+/* How the Python walk of a sample went. */
+enum pkprof_py_state {
+	PKPROF_PY_NONE = 0,      /* not a Python process (or no user stack taken) */
+	PKPROF_PY_OK = 1,        /* the whole chain, up to the thread's first frame */
+	PKPROF_PY_NO_THREAD = 2, /* the thread has no Python thread state (yet, or any more) */
+	PKPROF_PY_READ_FAULT = 3, /* a frame or thread state could not be read */
+	PKPROF_PY_DEPTH = 4,     /* more than PKPROF_MAX_PY_FRAMES frames: the innermost kept */
+};
+
+/* Bits of pkprof_py_frame.flags. */
+enum pkprof_py_frame_flags {
+	/* The first frame of an evaluation loop's run (a `_PyEval_EvalFrameDefault` native frame). */
+	PKPROF_PY_FRAME_ENTRY = 1,
+};
+
+struct pkprof_py_frame {
+	__u64 code;  /* the frame's code object (PyCodeObject *) */
+	__u64 instr; /* its instruction pointer (3.11/3.12: the last executed; 3.13: the current) */
+	__u32 flags; /* enum pkprof_py_frame_flags bits */
+	__u32 pad;
+};
+
+/* Where a process's interpreter is and how to walk it (0 offsets: the field does not exist). */
+struct pkprof_py_proc {
+	__u64 runtime;                   /* address of _PyRuntime */
+	__u32 runtime_interpreters_head; /* _PyRuntimeState.interpreters.head */
+	__u32 interp_threads_head;       /* PyInterpreterState.threads.head */
+	__u32 tstate_next;
+	__u32 tstate_native_thread_id;
+	__u32 tstate_cframe;        /* 3.11/3.12: PyThreadState.cframe (0: none, 3.13) */
+	__u32 tstate_current_frame; /* in the cframe (3.11/3.12) or the thread state (3.13) */
+	__u32 frame_code;
+	__u32 frame_previous;
+	__u32 frame_instr;
+	__u32 frame_owner;
+	__u32 frame_is_entry;  /* 3.11: _PyInterpreterFrame.is_entry (0: none) */
+	__u32 owned_by_cstack; /* 3.12+: the owner of an entry shim frame (0: none) */
+};
+
 /* One stack sample (cpu-clock), labelled with the thread it served. */
 struct pkprof_sample {
 	enum pkprof_event_kind kind; /* PKPROF_EV_SAMPLE */
@@ -376,6 +426,10 @@ struct pkprof_sample {
 	__u64 user_bp;
 	__u64 kstack[PKPROF_MAX_STACK]; /* leaf first */
 	__u64 ustack[PKPROF_MAX_STACK]; /* leaf first: the frame-pointer walk */
+	/* CPython frames of the sampled thread (record/python.bpf.h), leaf first. */
+	__u32 py_len;   /* entries of py filled */
+	__u32 py_state; /* enum pkprof_py_state */
+	struct pkprof_py_frame py[PKPROF_MAX_PY_FRAMES];
 };
 
 /* A sample and its stack bytes, as built in the scratch buffer and emitted to the ring. */

@@ -5,6 +5,8 @@ pub(crate) mod perf;
 mod ring;
 pub(crate) mod uprobes;
 
+/// Where a process's CPython is and how to walk it (pkprof.h's `pkprof_py_proc`).
+pub use crate::skel::types::pkprof_py_proc as PyProc;
 pub use ring::{EventRing, RecordEvent};
 
 use std::path::PathBuf;
@@ -71,6 +73,12 @@ pub struct FuncCountRead {
     pub count: u64,
 }
 
+/// The bytes of a record of pkprof.h, as a map update takes them.
+fn plain_bytes<T: plain::Plain>(v: &T) -> &[u8] {
+    // SAFETY: T is a pkprof.h record (Plain: plain old data without padding requirements).
+    unsafe { plain::as_bytes(v) }
+}
+
 fn read_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> CollectError {
     CollectError::reading(map)
 }
@@ -123,6 +131,16 @@ impl Collector {
             .captured
             .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
             .map_err(read_err("captured"))
+    }
+
+    /// Tells the sampler that `pid` runs CPython laid out as `p` (docs/design.md, "Python
+    /// frames"): its samples carry the interpreter's frames from now on.
+    pub fn set_python(&self, pid: u32, p: &PyProc) -> Result<(), CollectError> {
+        self.skel
+            .maps
+            .py_procs
+            .update(&pid.to_ne_bytes(), plain_bytes(p), MapFlags::ANY)
+            .map_err(read_err("py_procs"))
     }
 
     /// Processes in the kernel's target set now.

@@ -5,13 +5,16 @@ use std::time::Duration;
 
 use libbpf_rs::{RingBuffer, RingBufferBuilder};
 use pkprof_attribution::Truncation;
-use pkprof_attribution::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Served};
+use pkprof_attribution::{
+    LinkEvent, LinkTarget, PyRawFrame, PyWalk, SampleContext, SampleEvent, Served,
+};
 
 use crate::error::CollectError;
 use crate::loader::Collector;
 use crate::reader::comm_str;
 use crate::skel::types::{
     pkprof_event_kind as Kind, pkprof_hold as Hold, pkprof_link, pkprof_link_to as LinkTo,
+    pkprof_py_frame, pkprof_py_frame_flags as PyFrameFlags, pkprof_py_state as PyState,
     pkprof_sample, pkprof_sample_ctx as Ctx, pkprof_sample_flags as Flags,
     pkprof_stack_flags as StackFlags,
 };
@@ -53,6 +56,29 @@ fn served(pid: u32, tid: u32, cgroup_id: u64, flags: u32, comm: &[i8]) -> Served
     }
 }
 
+const PY_FRAME_ENTRY: u32 = PyFrameFlags::PKPROF_PY_FRAME_ENTRY.0;
+
+/// The Python frames the sampling program filled (`len` of them) and how its walk went.
+fn python(frames: &[pkprof_py_frame], len: u32, state: u32) -> (Vec<PyRawFrame>, PyWalk) {
+    let walk = match PyState(state) {
+        PyState::PKPROF_PY_OK => PyWalk::Complete,
+        PyState::PKPROF_PY_NO_THREAD => PyWalk::NoThread,
+        PyState::PKPROF_PY_READ_FAULT => PyWalk::ReadFault,
+        PyState::PKPROF_PY_DEPTH => PyWalk::DepthLimit,
+        _ => PyWalk::None,
+    };
+    let n = (len as usize).min(frames.len());
+    let frames = frames[..n]
+        .iter()
+        .map(|f| PyRawFrame {
+            code: f.code,
+            instr: f.instr,
+            entry: f.flags & PY_FRAME_ENTRY != 0,
+        })
+        .collect();
+    (frames, walk)
+}
+
 /// Decodes one record; None for a record of unknown kind or size.
 pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
     let kind = u32::from_ne_bytes(bytes.get(..4)?.try_into().ok()?);
@@ -74,6 +100,7 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
             };
             let served = (hold == 0 && s.pid != 0)
                 .then(|| served(s.pid, s.tid, s.cgroup_id, s.flags, &s.comm));
+            let (python, python_walk) = python(&s.py, s.py_len, s.py_state);
             Some(RecordEvent::Sample(SampleEvent {
                 cpu: s.cpu,
                 time_ns: s.time_ns,
@@ -100,6 +127,8 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
                     .to_vec(),
                 ustack_bytes_short: s.stack_flags & STACK_BYTES_SHORT != 0,
                 build_ns: s.build_ns,
+                python,
+                python_walk,
             }))
         }
         EV_LINK => {
@@ -269,7 +298,42 @@ mod tests {
                 ustack_bytes: (0..16).collect(),
                 ustack_bytes_short: false,
                 build_ns: 1234,
+                python: Vec::new(),
+                python_walk: PyWalk::None,
             }
+        );
+    }
+
+    #[test]
+    fn python_frames_are_decoded_up_to_their_count_with_entry_marks() {
+        let (mut buf, len) = sample_record(0);
+        let s = plain::from_mut_bytes::<pkprof_sample>(&mut bytes_mut(&mut buf)[..SAMPLE]).unwrap();
+        s.py[0].code = 0x7f00_1000;
+        s.py[0].instr = 0x7f00_1040;
+        s.py[1].code = 0x7f00_2000;
+        s.py[1].instr = 0x7f00_2010;
+        s.py[1].flags = PY_FRAME_ENTRY;
+        s.py[2].code = 0xdead; // beyond py_len: not a frame
+        s.py_len = 2;
+        s.py_state = PyState::PKPROF_PY_DEPTH.0;
+        let Some(RecordEvent::Sample(s)) = decode(bytes(&buf, len)) else {
+            panic!("not decoded as a sample");
+        };
+        assert_eq!(s.python_walk, PyWalk::DepthLimit);
+        assert_eq!(
+            s.python,
+            vec![
+                PyRawFrame {
+                    code: 0x7f00_1000,
+                    instr: 0x7f00_1040,
+                    entry: false
+                },
+                PyRawFrame {
+                    code: 0x7f00_2000,
+                    instr: 0x7f00_2010,
+                    entry: true
+                },
+            ]
         );
     }
 

@@ -77,6 +77,7 @@ fn profile(u: &mut Unstructured) -> Result<Profile> {
                 FrameKind::Kernel,
                 FrameKind::Syscall,
                 FrameKind::Truncated,
+                FrameKind::Python,
             ])?,
             name: u.arbitrary()?,
             module: u.arbitrary()?,

@@ -220,6 +220,7 @@ fn frame(id: FrameId, f: proto::Frame, strings: &Strings) -> Result<Frame, Corru
         Ok(proto::FrameKind::User) => FrameKind::User,
         Ok(proto::FrameKind::Kernel) => FrameKind::Kernel,
         Ok(proto::FrameKind::Syscall) => FrameKind::Syscall,
+        Ok(proto::FrameKind::Python) => FrameKind::Python,
         Err(_) => return Err(unknown("frame kind", f.kind)),
     };
     Ok(Frame {

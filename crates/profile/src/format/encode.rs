@@ -205,6 +205,7 @@ fn frame<'a>(f: &'a Frame, strings: &mut Strings<'a>) -> proto::Frame {
         FrameKind::User | FrameKind::Truncated => proto::FrameKind::User,
         FrameKind::Kernel => proto::FrameKind::Kernel,
         FrameKind::Syscall => proto::FrameKind::Syscall,
+        FrameKind::Python => proto::FrameKind::Python,
     };
     proto::Frame {
         kind: kind as i32,

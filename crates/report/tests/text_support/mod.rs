@@ -76,6 +76,7 @@ impl Builder {
                 FrameKind::Kernel => "[kernel]",
                 FrameKind::Syscall => "[syscall]",
                 FrameKind::Truncated => "[truncated]",
+                FrameKind::Python => "app.py",
             };
             frames.push(self.b.frame(Frame {
                 kind,

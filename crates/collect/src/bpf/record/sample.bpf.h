@@ -13,25 +13,14 @@
 #include "core.bpf.h"
 #include "record/links.bpf.h"
 #include "user_stack.bpf.h"
+#include "record/scratch.bpf.h"
+#include "record/python.bpf.h"
 
 /* The local timer tracepoints are attached: the sampling interrupt itself is on the ctx stack. */
 const volatile bool timer_on_stack = false;
 /* Bytes of user stack copied per sample (record --stack-bytes; 0: none). */
 const volatile __u32 stack_bytes = PKPROF_DEFAULT_STACK_BYTES;
 
-/*
- * Where each CPU builds its sample before it goes to the ring with its variable-length stack
- * bytes (bpf_ringbuf_reserve needs a constant size). An array indexed by CPU rather than a
- * per-CPU array: a per-CPU value may not exceed 32 KiB. The sampling program does not nest on a
- * CPU (the kernel runs one BPF program per CPU at a time in this context), so one slot a CPU is
- * enough. Sized to the possible CPUs by the loader.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct pkprof_sample_buf);
-} sample_scratch SEC(".maps");
 
 
 static __always_inline void label_thread(struct pkprof_sample *s, __u32 tid)
@@ -84,6 +73,8 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 	s->user_ip = 0;
 	s->user_sp = 0;
 	s->user_bp = 0;
+	s->py_len = 0;
+	s->py_state = PKPROF_PY_NONE;
 	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), cur->comm);
 
 	depth = c->depth;
@@ -148,6 +139,7 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 			s->ustack_bytes_len = copy_user_stack(buf->stack, usp, stack_bytes, &s->stack_flags);
 		s->ustack_len = walk_user_stack(s->ustack, buf->stack, s->ustack_bytes_len, uip, ubp, usp,
 						&s->stack_flags);
+		py_walk_sample(cpu, cur->tgid, cur->pid);
 	}
 	{
 		__u32 owner = s->cur_pid;

@@ -176,7 +176,7 @@ impl Tree {
 }
 
 /// A frame's colour: warm for user code, blue for the kernel, green for the syscall boundary,
-/// grey for idle; the shade comes from the name, so a function keeps its colour everywhere.
+/// violet for Python functions, grey for idle; the shade comes from the name, so a function keeps its colour everywhere.
 pub(crate) fn color(name: &str, kind: Kind) -> Color {
     // FNV-1a: stable across runs and platforms.
     let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
@@ -192,6 +192,7 @@ pub(crate) fn color(name: &str, kind: Kind) -> Color {
         Kind::User => c(205 + v(0, 50), 80 + v(8, 150), 40 + v(16, 40)),
         Kind::Kernel => c(70 + v(0, 60), 130 + v(8, 60), 200 + v(16, 55)),
         Kind::Syscall => c(60 + v(0, 40), 185 + v(8, 50), 70 + v(16, 40)),
+        Kind::Python => c(150 + v(0, 50), 90 + v(8, 40), 200 + v(16, 55)),
         Kind::Idle => {
             let g = 185 + v(0, 30);
             c(g, g, g)

@@ -17,17 +17,20 @@ pub(crate) enum Kind {
     Kernel,
     /// The syscall boundary frame (`sys_read`).
     Syscall,
+    /// A CPython function (`fib.py:fib`).
+    Python,
     /// Any frame of a sample of the IDLE bucket (labelled names only).
     Idle,
 }
 
 impl Kind {
-    /// One letter for the page's data (`u`, `k`, `s`, `i`).
+    /// One letter for the page's data (`u`, `k`, `s`, `p`, `i`).
     pub(crate) fn letter(self) -> char {
         match self {
             Kind::User => 'u',
             Kind::Kernel => 'k',
             Kind::Syscall => 's',
+            Kind::Python => 'p',
             Kind::Idle => 'i',
         }
     }
@@ -133,6 +136,7 @@ pub(crate) fn fold(profile: &Profile, style: NameStyle, names: &mut Names) -> Fo
                 (FrameKind::User | FrameKind::Truncated, _) => Kind::User,
                 (FrameKind::Kernel, _) => Kind::Kernel,
                 (FrameKind::Syscall, _) => Kind::Syscall,
+                (FrameKind::Python, _) => Kind::Python,
             };
             let label = sanitize(&frame_label(s.pid, s.bucket, frame, style));
             Some((names.intern(label, kind), false))

@@ -43,6 +43,7 @@ pub(crate) fn write(out: &mut dyn Write, p: &Page) -> io::Result<()> {
             "<span class=\"pk-sw pk-u\"></span>user code \
              <span class=\"pk-sw pk-s\"></span>syscall boundary \
              <span class=\"pk-sw pk-k\"></span>kernel \
+             <span class=\"pk-sw pk-p\"></span>Python \
              <span class=\"pk-sw pk-i\"></span>idle \
              <span class=\"pk-sw pk-match\"></span>search match",
             "Click a frame to zoom in on it (and show it in the call graph); click a faded \

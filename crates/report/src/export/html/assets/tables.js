@@ -10,8 +10,8 @@
   var table = document.getElementById("pk-flat-table");
   var note = document.getElementById("pk-flat-note");
   var ROW_LIMIT = 300;
-  var KIND_CLASS = { u: "pk-u", k: "pk-k", s: "pk-s", i: "pk-i" };
-  var KIND_NAME = { u: "user", k: "kernel", s: "syscall boundary", i: "idle" };
+  var KIND_CLASS = { u: "pk-u", k: "pk-k", s: "pk-s", p: "pk-p", i: "pk-i" };
+  var KIND_NAME = { u: "user", k: "kernel", s: "syscall boundary", p: "Python", i: "idle" };
   var diff = data.mode === "diff";
 
   var rows = data.routines.map(function (r, id) {

@@ -1,0 +1,95 @@
+"""Python workloads for tests/python.rs (docs/design.md, "Python frames"). Each mode burns its own
+CPU time (time.thread_time, whatever the machine's load) and prints what the test compares with:
+`DEPTH n` (len(traceback.extract_stack()) at the bottom of a known recursion), `TID name id`
+(a thread's native id), `READY pid`. Usage: python_work.py fib|threads|io|spin SECONDS"""
+import os, sys, threading, time, traceback, zlib
+
+SECS = float(sys.argv[2]) if len(sys.argv) > 2 else 1.5
+
+
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+
+
+def bottom(secs):
+    print("DEPTH", len(traceback.extract_stack()), flush=True)
+    end = time.thread_time() + secs
+    while time.thread_time() < end:
+        pass
+
+
+def deep(k, secs):
+    if k == 0:
+        return bottom(secs)
+    return deep(k - 1, secs)
+
+
+def alpha(secs):
+    print("TID alpha", threading.get_native_id(), flush=True)
+    end = time.thread_time() + secs
+    while time.thread_time() < end:
+        fib(12)
+
+
+def beta(secs):
+    print("TID beta", threading.get_native_id(), flush=True)
+    end = time.thread_time() + secs
+    while time.thread_time() < end:
+        sum(i * i for i in range(200))
+
+
+def pack(data):
+    return zlib.compress(data, 9)
+
+
+def reader(path):
+    fd = os.open(path, os.O_RDONLY)
+    n = 0
+    while os.pread(fd, 1 << 20, 0):
+        n += 1
+        if n % 8 == 0:
+            break
+    os.close(fd)
+
+
+def c(secs):
+    print("READY", os.getpid(), flush=True)
+    end = time.thread_time() + secs
+    while time.thread_time() < end:
+        pass
+
+
+def b(secs):
+    c(secs)
+
+
+def a(secs):
+    b(secs)
+
+
+mode = sys.argv[1]
+if mode == "fib":
+    end = time.thread_time() + SECS
+    while time.thread_time() < end:
+        fib(18)
+    deep(25, 0.4)
+elif mode == "threads":
+    ts = [threading.Thread(target=f, args=(SECS,)) for f in (alpha, beta)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+elif mode == "io":
+    path = "/tmp/pkprof-python-io.bin"
+    with open(path, "wb") as f:
+        f.write(os.urandom(1 << 20))
+    data = os.urandom(1 << 16) + bytes(1 << 16)
+    end = time.thread_time() + SECS
+    while time.thread_time() < end:
+        pack(data)
+        reader(path)
+    os.unlink(path)
+elif mode == "spin":
+    a(SECS)

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * pkprof record: the CPython frame walk of a sample (docs/design.md, "Python frames"). For a
+ * process in `py_procs` (filled by user space with the interpreter's address and structure
+ * offsets it found in the binary), finds the sampled thread's PyThreadState (cached per thread in
+ * `py_tstates`, checked against its native thread id, else searched in the interpreter's thread
+ * list) and copies each frame's code object and instruction pointer into the sample, leaf first,
+ * marking the first frame of each evaluation loop's run: 3.11's `is_entry`, or, from 3.12, the
+ * frame above an entry shim owned by the C stack (the shim itself is skipped). Both walks are
+ * bpf_loop callbacks: bounded, verified once, whatever the depth.
+ */
+#ifndef PKPROF_RECORD_PYTHON_BPF_H
+#define PKPROF_RECORD_PYTHON_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "pkprof.h"
+#include "record/scratch.bpf.h"
+
+/* The enums Rust reads from the generated types (the fields holding them are plain integers). */
+enum pkprof_py_state pkprof_py_state_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_py_frame_flags pkprof_py_frame_flags_btf_anchor SEC(".data.btf_anchor");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct pkprof_py_proc);
+} py_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);   /* tid */
+	__type(value, __u64); /* its PyThreadState */
+} py_tstates SEC(".maps");
+
+struct py_walk {
+	struct pkprof_py_proc p;
+	__u64 ts;    /* thread search: the thread state looked at */
+	__u64 found; /* the sampled thread's state */
+	__u64 frame; /* frame walk: the next frame */
+	__u32 tid;
+	__u32 n;     /* frames written */
+	__u32 state; /* enum pkprof_py_state */
+	__u32 slot;  /* sample_scratch slot (the CPU) */
+};
+
+static long py_thread_step(__u64 i, void *arg)
+{
+	struct py_walk *w = arg;
+	__u64 ntid = 0;
+
+	if (!w->ts)
+		return 1;
+	if (bpf_probe_read_user(&ntid, sizeof(ntid), (void *)(w->ts + w->p.tstate_native_thread_id))) {
+		w->state = PKPROF_PY_READ_FAULT;
+		return 1;
+	}
+	if (ntid == w->tid) {
+		w->found = w->ts;
+		return 1;
+	}
+	if (bpf_probe_read_user(&w->ts, sizeof(w->ts), (void *)(w->ts + w->p.tstate_next))) {
+		w->state = PKPROF_PY_READ_FAULT;
+		return 1;
+	}
+	return 0;
+}
+
+static long py_frame_step(__u64 i, void *arg)
+{
+	struct py_walk *w = arg;
+	struct pkprof_sample_buf *buf;
+	struct pkprof_py_frame *f;
+	__u64 frame = w->frame, code = 0, instr = 0;
+	__u8 owner = 0, entry = 0;
+
+	if (!frame) {
+		w->state = PKPROF_PY_OK;
+		return 1;
+	}
+	buf = bpf_map_lookup_elem(&sample_scratch, &w->slot);
+	if (!buf)
+		return 1;
+	if (bpf_probe_read_user(&w->frame, sizeof(w->frame), (void *)(frame + w->p.frame_previous)))
+		goto fault;
+	if (w->p.owned_by_cstack) {
+		if (bpf_probe_read_user(&owner, 1, (void *)(frame + w->p.frame_owner)))
+			goto fault;
+		if (owner == w->p.owned_by_cstack) {
+			/* An entry shim: the frame above it began this run of the loop. */
+			if (w->n > 0)
+				buf->s.py[(w->n - 1) & (PKPROF_MAX_PY_FRAMES - 1)].flags |= PKPROF_PY_FRAME_ENTRY;
+			return 0;
+		}
+	} else if (w->p.frame_is_entry) {
+		if (bpf_probe_read_user(&entry, 1, (void *)(frame + w->p.frame_is_entry)))
+			goto fault;
+	}
+	if (w->n >= PKPROF_MAX_PY_FRAMES) {
+		w->state = PKPROF_PY_DEPTH;
+		return 1;
+	}
+	if (bpf_probe_read_user(&code, sizeof(code), (void *)(frame + w->p.frame_code)) ||
+	    bpf_probe_read_user(&instr, sizeof(instr), (void *)(frame + w->p.frame_instr)))
+		goto fault;
+	f = &buf->s.py[w->n & (PKPROF_MAX_PY_FRAMES - 1)];
+	f->code = code;
+	f->instr = instr;
+	f->flags = entry ? PKPROF_PY_FRAME_ENTRY : 0;
+	w->n++;
+	return 0;
+fault:
+	w->state = PKPROF_PY_READ_FAULT;
+	return 1;
+}
+
+/* Fills s->py of the sample in `slot` when task `tgid`/`tid` runs a known CPython. */
+static __noinline void py_walk_sample(__u32 slot, __u32 tgid, __u32 tid)
+{
+	struct pkprof_py_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
+	struct pkprof_sample_buf *buf;
+	struct py_walk w = {};
+	__u64 *cached, interp = 0, ntid = 0, cframe = 0;
+
+	if (!p)
+		return;
+	buf = bpf_map_lookup_elem(&sample_scratch, &slot);
+	if (!buf)
+		return;
+	w.p = *p;
+	w.tid = tid;
+	w.slot = slot;
+	w.state = PKPROF_PY_NO_THREAD;
+	cached = bpf_map_lookup_elem(&py_tstates, &tid);
+	if (cached && !bpf_probe_read_user(&ntid, sizeof(ntid), (void *)(*cached + w.p.tstate_native_thread_id)) &&
+	    ntid == tid) {
+		w.found = *cached;
+	} else {
+		if (bpf_probe_read_user(&interp, sizeof(interp), (void *)(w.p.runtime + w.p.runtime_interpreters_head)) ||
+		    !interp ||
+		    bpf_probe_read_user(&w.ts, sizeof(w.ts), (void *)(interp + w.p.interp_threads_head))) {
+			buf->s.py_state = PKPROF_PY_READ_FAULT;
+			return;
+		}
+		bpf_loop(PKPROF_PY_MAX_THREADS, py_thread_step, &w, 0);
+		if (!w.found) {
+			buf->s.py_state = w.state;
+			return;
+		}
+		bpf_map_update_elem(&py_tstates, &tid, &w.found, BPF_ANY);
+	}
+	if (w.p.tstate_cframe) {
+		if (bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(w.found + w.p.tstate_cframe)) || !cframe)
+			goto fault;
+		if (bpf_probe_read_user(&w.frame, sizeof(w.frame), (void *)(cframe + w.p.tstate_current_frame)))
+			goto fault;
+	} else if (bpf_probe_read_user(&w.frame, sizeof(w.frame), (void *)(w.found + w.p.tstate_current_frame))) {
+		goto fault;
+	}
+	/* Still so when the loop runs out: entry shims take iterations too (twice the frames kept). */
+	w.state = PKPROF_PY_DEPTH;
+	bpf_loop(2 * PKPROF_MAX_PY_FRAMES, py_frame_step, &w, 0);
+	buf->s.py_len = w.n;
+	buf->s.py_state = w.state;
+	return;
+fault:
+	buf->s.py_state = PKPROF_PY_READ_FAULT;
+}
+
+#endif /* PKPROF_RECORD_PYTHON_BPF_H */

@@ -1,0 +1,306 @@
+//! Where a process's CPython interpreter is and how its structures are laid out: the version and
+//! the `_PyRuntime` address come from the binary's symbols (`Py_Version`, `_PyRuntime`), the
+//! structure offsets from `offsets.json` (one entry per minor version, generated from each
+//! version's own headers by `tools/python_offsets/gen.sh`) and, from 3.13 on, from the debug
+//! offsets the interpreter exports at the start of `_PyRuntime` (docs/design.md, "Python frames").
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::OnceLock;
+
+use object::read::ReadCache;
+use object::{Object, ObjectSection, ObjectSymbol};
+use serde::Deserialize;
+
+use crate::maps::{parse_maps, LineKind};
+
+/// Offsets of the fields pkprof reads, in bytes (0 where a version has no such field; see
+/// `tools/python_offsets/offsets.c` for what each one is).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PyOffsets {
+    pub runtime_interpreters_head: u32,
+    pub interp_threads_head: u32,
+    pub tstate_next: u32,
+    pub tstate_native_thread_id: u32,
+    pub tstate_cframe: u32,
+    pub tstate_current_frame: u32,
+    pub frame_code: u32,
+    pub frame_instr: u32,
+    /// 1: `frame_instr` points at the current instruction (3.13); 0: at the last one executed.
+    pub frame_instr_is_current: u32,
+    pub frame_previous: u32,
+    pub frame_owner: u32,
+    pub frame_is_entry: u32,
+    pub owned_by_cstack: u32,
+    pub code_filename: u32,
+    pub code_name: u32,
+    pub code_qualname: u32,
+    pub code_firstlineno: u32,
+    pub code_linetable: u32,
+    pub code_adaptive: u32,
+    pub object_type: u32,
+    pub bytes_size: u32,
+    pub bytes_sval: u32,
+    pub unicode_length: u32,
+    pub unicode_state: u32,
+    pub unicode_ascii_size: u32,
+    pub unicode_compact_size: u32,
+}
+
+/// The offsets table, by minor version (`"3.11"`).
+fn table() -> &'static HashMap<String, PyOffsets> {
+    static TABLE: OnceLock<HashMap<String, PyOffsets>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        serde_json::from_str(include_str!("offsets.json")).expect("offsets.json is valid")
+    })
+}
+
+/// The offsets of CPython `major.minor` from the table, if it covers that version.
+pub fn table_offsets(major: u8, minor: u8) -> Option<PyOffsets> {
+    table().get(&format!("{major}.{minor}")).copied()
+}
+
+/// The minor versions the table covers, sorted (`["3.11", "3.12", "3.13"]`).
+pub fn supported_versions() -> Vec<String> {
+    let mut v: Vec<String> = table().keys().cloned().collect();
+    v.sort();
+    v
+}
+
+/// A CPython found in a process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyLayout {
+    /// `Py_Version`'s major, minor and micro.
+    pub version: (u8, u8, u8),
+    /// Address of `_PyRuntime` in the process.
+    pub runtime: u64,
+    /// The binary that holds it (`libpython3.12.so.1.0`, `python3.11`).
+    pub binary: String,
+    pub offsets: PyOffsets,
+    /// The offsets came from the interpreter's own debug offsets (3.13+), not only the table.
+    pub from_debug_offsets: bool,
+}
+
+impl PyLayout {
+    pub fn version_string(&self) -> String {
+        let (a, b, c) = self.version;
+        format!("{a}.{b}.{c}")
+    }
+}
+
+/// What looking for CPython in a process found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PyDetect {
+    /// No mapped binary exports `_PyRuntime`.
+    NotPython,
+    /// A CPython pkprof has no offsets for (the version, e.g. `3.10.13`, and the binary).
+    Unsupported {
+        version: String,
+        binary: String,
+    },
+    Found(PyLayout),
+}
+
+/// The first bytes of `_Py_DebugOffsets` (3.13+).
+const DEBUG_COOKIE: &[u8; 8] = b"xdebugpy";
+
+/// Looks for CPython in `pid`'s mappings: a file whose name says python (`python3.X`,
+/// `libpython3.X.so`) exporting `_PyRuntime` and `Py_Version`. Errors (the process is gone, a
+/// binary cannot be read) read as `NotPython`: its samples stay native-only.
+pub fn detect(pid: u32) -> PyDetect {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return PyDetect::NotPython;
+    };
+    let lines = parse_maps(&text);
+    let mut seen = Vec::new();
+    for l in &lines {
+        let name = l.path.rsplit('/').next().unwrap_or("");
+        if l.kind() != LineKind::File || !name.contains("python") || seen.contains(&l.path) {
+            continue;
+        }
+        seen.push(l.path.clone());
+        // Through the process's root: its own view of the file system (containers).
+        let Ok(file) = File::open(format!("/proc/{pid}/root{}", l.path)) else {
+            continue;
+        };
+        let found = match inspect(&file) {
+            Inspected::NotPython => continue,
+            // Before 3.11 there is no `Py_Version`: the file name tells the version.
+            Inspected::Unversioned => {
+                return PyDetect::Unsupported {
+                    version: version_in_name(name).unwrap_or_else(|| "unknown".into()),
+                    binary: name.to_string(),
+                }
+            }
+            Inspected::Found(f) => f,
+        };
+        // `_PyRuntime`'s bytes in the file, and where that file offset is mapped.
+        let Some(m) = lines.iter().find(|m| {
+            m.path == l.path
+                && m.offset <= found.runtime_file_off
+                && found.runtime_file_off < m.offset + (m.end - m.start)
+        }) else {
+            continue;
+        };
+        let runtime = m.start + (found.runtime_file_off - m.offset);
+        let (major, minor, micro) = found.version;
+        let version = format!("{major}.{minor}.{micro}");
+        let mut offsets = match table_offsets(major, minor) {
+            Some(o) => o,
+            None => {
+                return PyDetect::Unsupported {
+                    version,
+                    binary: name.to_string(),
+                }
+            }
+        };
+        let mut from_debug_offsets = false;
+        if let Some(d) = found.debug_offsets {
+            if let Some(o) = debug_offsets(&d, major, minor, &offsets) {
+                offsets = o;
+                from_debug_offsets = true;
+            }
+        }
+        return PyDetect::Found(PyLayout {
+            version: found.version,
+            runtime,
+            binary: name.to_string(),
+            offsets,
+            from_debug_offsets,
+        });
+    }
+    PyDetect::NotPython
+}
+
+/// `3.10` in `libpython3.10.so.1.0` or `python3.10`.
+fn version_in_name(name: &str) -> Option<String> {
+    let rest = &name[name.find("python")? + "python".len()..];
+    let v: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let v = v.trim_end_matches('.');
+    v.contains('.').then(|| v.to_string())
+}
+
+/// What a binary says about itself.
+enum Inspected {
+    /// No `_PyRuntime`.
+    NotPython,
+    /// `_PyRuntime` but no `Py_Version` (CPython before 3.11).
+    Unversioned,
+    Found(Found),
+}
+
+struct Found {
+    version: (u8, u8, u8),
+    runtime_file_off: u64,
+    /// The first bytes of `_PyRuntime` as initialised in the file (its debug offsets from 3.13).
+    debug_offsets: Option<Vec<u8>>,
+}
+
+/// Reads `Py_Version` and `_PyRuntime` from a binary's dynamic symbols (or its symbol table).
+fn inspect(file: &File) -> Inspected {
+    let cache = ReadCache::new(file);
+    let Ok(obj) = object::File::parse(&cache) else {
+        return Inspected::NotPython;
+    };
+    match inspect_object(&obj) {
+        Ok(f) => Inspected::Found(f),
+        Err(runtime) if runtime => Inspected::Unversioned,
+        Err(_) => Inspected::NotPython,
+    }
+}
+
+/// The binary's version and runtime, or whether it has a `_PyRuntime` at all.
+fn inspect_object<'a>(obj: &object::File<'a, &'a ReadCache<&'a File>>) -> Result<Found, bool> {
+    let find = |name: &str| {
+        obj.dynamic_symbols()
+            .chain(obj.symbols())
+            .find(|s| s.name() == Ok(name) && s.address() != 0)
+    };
+    let runtime = find("_PyRuntime").ok_or(false)?;
+    let version = find("Py_Version").ok_or(true)?;
+    // The file bytes of a symbol: its section's data at the symbol's place.
+    let bytes =
+        |sym: &object::Symbol<'_, '_, &ReadCache<&File>>, len: u64| -> Option<(u64, Vec<u8>)> {
+            let sec = obj.section_by_index(sym.section_index()?).ok()?;
+            let (off, size) = sec.file_range()?;
+            let rel = sym.address().checked_sub(sec.address())?;
+            let data = sec.data().ok()?;
+            let want = len.min(size.saturating_sub(rel)) as usize;
+            Some((
+                off + rel,
+                data.get(rel as usize..rel as usize + want)?.to_vec(),
+            ))
+        };
+    let (_, v) = bytes(&version, 4).ok_or(true)?;
+    let hex = u32::from_le_bytes(v.get(..4).ok_or(true)?.try_into().map_err(|_| true)?);
+    let version = ((hex >> 24) as u8, (hex >> 16) as u8, (hex >> 8) as u8);
+    let (runtime_file_off, head) = bytes(&runtime, 71 * 8).ok_or(true)?;
+    let debug_offsets = head.starts_with(DEBUG_COOKIE).then_some(head);
+    Ok(Found {
+        version,
+        runtime_file_off,
+        debug_offsets,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_in_name;
+
+    #[test]
+    fn version_from_file_names() {
+        assert_eq!(
+            version_in_name("libpython3.10.so.1.0").as_deref(),
+            Some("3.10")
+        );
+        assert_eq!(version_in_name("python3.9").as_deref(), Some("3.9"));
+        assert_eq!(version_in_name("python3").as_deref(), None);
+    }
+}
+
+/// The offsets `_Py_DebugOffsets` gives, over `base` (the table's, for what it does not give).
+/// Its layout is 3.13's (`Include/internal/pycore_runtime.h`): 8-byte words, indexed here; other
+/// versions (3.14 changed it) keep the table's. `None` when the version word disagrees with the
+/// symbol's version.
+fn debug_offsets(d: &[u8], major: u8, minor: u8, base: &PyOffsets) -> Option<PyOffsets> {
+    if (major, minor) != (3, 13) {
+        return None;
+    }
+    let w = |i: usize| -> Option<u32> {
+        let b = d.get(i * 8..i * 8 + 8)?;
+        u32::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok()
+    };
+    let version = u64::from_le_bytes(d.get(8..16)?.try_into().ok()?);
+    if (version >> 24) as u8 != major || (version >> 16) as u8 != minor {
+        return None;
+    }
+    Some(PyOffsets {
+        runtime_interpreters_head: w(5)?,
+        interp_threads_head: w(9)?,
+        tstate_next: w(21)?,
+        tstate_current_frame: w(23)?,
+        tstate_native_thread_id: w(25)?,
+        tstate_cframe: 0,
+        frame_previous: w(29)?,
+        frame_code: w(30)?,
+        frame_instr: w(31)?,
+        frame_owner: w(33)?,
+        code_filename: w(35)?,
+        code_name: w(36)?,
+        code_qualname: w(37)?,
+        code_linetable: w(38)?,
+        code_firstlineno: w(39)?,
+        code_adaptive: w(43)?,
+        object_type: w(45)?,
+        bytes_size: w(65)?,
+        bytes_sval: w(66)?,
+        unicode_state: w(68)?,
+        unicode_length: w(69)?,
+        unicode_ascii_size: w(70)?,
+        ..*base
+    })
+}
