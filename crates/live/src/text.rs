@@ -80,7 +80,7 @@ pub fn buckets_line(frame: &Interval) -> String {
 }
 
 /// Column titles after the PID/TID column, shared by the text frame and the TUI.
-pub const COLUMNS: [&str; 11] = [
+pub const COLUMNS: [&str; 12] = [
     "COMMAND",
     "CPU%",
     "USER%",
@@ -89,13 +89,14 @@ pub const COLUMNS: [&str; 11] = [
     "+NET%",
     "+BLK%",
     "+WQ%",
+    "+SRV%",
     "=COST%",
     "BILLED",
     "COST TIME+",
 ];
 
 /// A row's cells: id, then one per entry of `COLUMNS`. USER%/SYS% read `-` when not measured.
-pub fn row_cells(r: &Row) -> [String; 12] {
+pub fn row_cells(r: &Row) -> [String; 13] {
     let pct = |p: f64| format!("{p:.1}");
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), pct);
     [
@@ -108,6 +109,7 @@ pub fn row_cells(r: &Row) -> [String; 12] {
         pct(r.net_pct),
         pct(r.block_pct),
         pct(r.workq_pct),
+        pct(r.server_pct),
         pct(r.cost_pct),
         pct(r.billed_for_others_pct),
         format_time(r.total.cost_ns() as f64 / 1e9),

@@ -169,6 +169,35 @@ struct pkprof_owner {
 	__u64 since_ns;
 };
 
+/*
+ * The server chain (chains/server.bpf.h, docs/design.md "Server work billed to its clients"):
+ * `srv_writers` maps a channel (a pipe, the receiving end of a unix socket, a loopback TCP
+ * connection's direction) to the client whose data was queued last; `srv_reads` holds the channel
+ * a thread is reading in the syscall it is in; `srv_parked` the client of a marked thread that was
+ * preempted (its mark resumes when it runs again).
+ */
+enum pkprof_srv_channel {
+	PKPROF_SRV_PIPE = 1,
+	PKPROF_SRV_UNIX = 2,
+	PKPROF_SRV_TCP4 = 3,
+};
+
+struct pkprof_srv_key {
+	__u64 a; /* pipe: struct pipe_inode_info *; unix: receiving struct sock *; tcp4: src << 32 | dst */
+	__u64 b; /* channel kind (enum pkprof_srv_channel) | tcp4: src port << 16 | dst port << 32 */
+};
+
+struct pkprof_srv_mark {
+	__u32 tid;      /* the client thread (the beneficiary of the writer) */
+	__u32 pid;      /* its process */
+	__u64 since_ns; /* when the data was queued or the read began (for the sweep) */
+};
+
+struct pkprof_srv_read {
+	struct pkprof_srv_key key;
+	__u64 since_ns;
+};
+
 /* Value of the per-CPU `cpus` array (one entry, one copy per CPU). */
 struct pkprof_cpu {
 	/* Registers: what this CPU is doing now. */
@@ -225,6 +254,9 @@ struct pkprof_cpu {
 	/* cur_tid's se.sum_exec_runtime when it was switched in (+1; 0 = unknown). */
 	__u64 sum_at_in;
 	struct pkprof_lost lost;
+	/* The chain (enum pkprof_chain) that opened the task tag: its hooks credit it. */
+	__u32 task_tag_chain;
+	__u32 pad_task_tag;
 };
 
 /* ---- pkprof record: stack samples and the events that label held ones ---- */

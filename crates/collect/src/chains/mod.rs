@@ -15,6 +15,7 @@
 
 pub(crate) mod block_io;
 pub(crate) mod net_rx;
+pub(crate) mod server;
 pub(crate) mod workqueue;
 
 use std::fmt;
@@ -27,7 +28,12 @@ use crate::skel::types::pkprof_owner;
 use crate::skel::{CpuAccountMaps, CpuAccountProgs, OpenCpuAccountSkel};
 
 /// Every chain, in the order the reader sweeps them.
-pub(crate) static CHAINS: &[&Chain] = &[&net_rx::CHAIN, &block_io::CHAIN, &workqueue::CHAIN];
+pub(crate) static CHAINS: &[&Chain] = &[
+    &net_rx::CHAIN,
+    &block_io::CHAIN,
+    &workqueue::CHAIN,
+    &server::CHAIN,
+];
 
 /// One chain's Rust side.
 pub(crate) struct Chain {

@@ -94,12 +94,14 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 		/* Task context: the current thread, or the queuer of the item a kworker runs. */
 		if (!cur->pid) {
 			s->ctx = PKPROF_SCTX_IDLE;
-		} else if (task_tag_runs(c, (__u32)cur->pid)) {
+		} else if (task_tag_runs(c, (__u32)cur->pid) && (cur->flags & PF_KTHREAD)) {
 			s->ctx = PKPROF_SCTX_KWORKER;
 			label_thread(s, c->task_tag_tid);
 		} else {
 			s->ctx = user ? PKPROF_SCTX_USER : PKPROF_SCTX_KERNEL;
-			label_thread(s, cur->pid);
+			/* A user thread under a task tag (a server serving a client) runs its own code
+			 * for the tag's beneficiary: its stacks, the beneficiary's label. */
+			label_thread(s, task_tag_runs(c, (__u32)cur->pid) ? c->task_tag_tid : cur->pid);
 			if (!s->pid) { /* no entry yet (first slice since attach): ask the task */
 				s->pid = cur->tgid;
 				s->cgroup_id = bpf_get_current_cgroup_id();

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Server chain (docs/design.md, "Server work billed to its clients"): a thread that reads data
+ * another process queued on a pipe, a unix socket or a loopback TCP connection runs, from then on,
+ * for that process (the client), until it blocks or reads data from someone else.
+ *
+ * - Writing (sys_enter of write, writev, sendto, sendmsg): the channel the data is queued on (the
+ *   pipe, the peer unix socket, the TCP connection's direction) is marked with the writer's
+ *   beneficiary (`srv_writers`): the writer itself, or the client a marked server writes for, so
+ *   that a server's reply never marks its own client with the server.
+ * - Reading (sys_enter of read, readv, recvfrom, recvmsg notes the channel in `srv_reads`; the
+ *   sys_exit of a read that returned data takes the mark): the reader opens the core's task tag
+ *   for the client. The core then charges its task time to the tag (the reader's served_out_ns,
+ *   as a kworker's), and work it starts (block requests, work items) has the client as
+ *   beneficiary. Data of its own process, or of no known writer, ends the mark.
+ * - At switch-out the tag's time is credited to the client's SERVER slot (a client gone by then:
+ *   the time stays the server's own). A thread that blocks loses its mark; one preempted keeps
+ *   it (`srv_parked`) until it runs again.
+ */
+#ifndef PKPROF_SERVER_BPF_H
+#define PKPROF_SERVER_BPF_H
+
+#include "core.bpf.h"
+
+/* include/uapi/linux/stat.h, include/linux/socket.h, include/uapi/linux/in.h */
+#define SRV_S_IFMT 00170000
+#define SRV_S_IFSOCK 0140000
+#define SRV_S_IFIFO 0010000
+#define SRV_AF_UNIX 1
+#define SRV_AF_INET 2
+#define SRV_IPPROTO_TCP 6
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PKPROF_DEFAULT_MAX_TAGS); /* resized by the loader (--max-tags) */
+	__type(key, struct pkprof_srv_key);
+	__type(value, struct pkprof_srv_mark);
+} srv_writers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PKPROF_DEFAULT_MAX_TAGS);
+	__type(key, __u32);
+	__type(value, struct pkprof_srv_read);
+} srv_reads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PKPROF_DEFAULT_MAX_TAGS);
+	__type(key, __u32);
+	__type(value, struct pkprof_srv_mark);
+} srv_parked SEC(".maps");
+
+/* Entries of srv_parked (approximate: the sweep may drop some); 0 lets switch-in skip the lookup. */
+__u64 srv_nparked = 0;
+
+enum pkprof_srv_channel pkprof_srv_channel_btf_anchor SEC(".data.btf_anchor");
+
+/*
+ * The channel behind `fd` of task t, as the writer's (`writer`) or the reader's key: both ends of
+ * one channel get the same key. False for anything else (files, remote TCP, unconnected unix
+ * datagram senders).
+ */
+static __always_inline bool srv_channel(struct task_struct *t, long fd, bool writer,
+					struct pkprof_srv_key *k)
+{
+	struct file **fds;
+	struct file *f = NULL;
+	struct socket *sock;
+	unsigned int max;
+	struct sock *sk;
+	__u16 family, mode;
+
+	if (fd < 0)
+		return false;
+	fds = BPF_CORE_READ(t, files, fdt, fd);
+	max = BPF_CORE_READ(t, files, fdt, max_fds);
+	if (!fds || (unsigned long)fd >= max)
+		return false;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return false;
+	mode = BPF_CORE_READ(f, f_inode, i_mode) & SRV_S_IFMT;
+	if (mode == SRV_S_IFIFO) {
+		k->a = (__u64)BPF_CORE_READ(f, private_data);
+		k->b = PKPROF_SRV_PIPE;
+		return k->a != 0;
+	}
+	if (mode != SRV_S_IFSOCK)
+		return false;
+	sock = BPF_CORE_READ(f, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return false;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == SRV_AF_UNIX) {
+		if (writer)
+			sk = BPF_CORE_READ((struct unix_sock *)sk, peer);
+		k->a = (__u64)sk;
+		k->b = PKPROF_SRV_UNIX;
+		return sk != NULL;
+	}
+	if (family == SRV_AF_INET && BPF_CORE_READ(sk, sk_protocol) == SRV_IPPROTO_TCP) {
+		__u32 local = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__u32 remote = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__u64 lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+		__u64 rport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+
+		/* Loopback only: 127.0.0.0/8 (network order: the first byte is the low one), or a
+		 * connection to the host's own address. */
+		if ((remote & 0xff) != 127 && remote != local)
+			return false;
+		if (writer) {
+			k->a = (__u64)local << 32 | remote;
+			k->b = PKPROF_SRV_TCP4 | lport << 16 | rport << 32;
+		} else {
+			k->a = (__u64)remote << 32 | local;
+			k->b = PKPROF_SRV_TCP4 | rport << 16 | lport << 32;
+		}
+		return true;
+	}
+	return false;
+}
+
+/* The process of thread tid (the current one's without a lookup). */
+static __always_inline __u32 srv_pid_of(struct pkprof_cpu *c, __u32 tid)
+{
+	struct pkprof_thread *e;
+
+	if (tid == c->cur_tid)
+		return c->cur_pid;
+	e = bpf_map_lookup_elem(&threads, &tid);
+	return e ? e->pid : 0;
+}
+
+/* A write: the channel's data now comes from the writer's beneficiary. */
+static __always_inline int srv_write(long fd)
+{
+	struct pkprof_cpu *c = this_cpu();
+	struct pkprof_srv_key k = {};
+	struct pkprof_srv_mark m = {};
+
+	if (!c || !srv_channel(bpf_get_current_task_btf(), fd, true, &k))
+		return 0;
+	m.tid = beneficiary(c);
+	if (!m.tid)
+		return 0;
+	m.pid = srv_pid_of(c, m.tid);
+	m.since_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&srv_writers, &k, &m, BPF_ANY))
+		c->lost.tag_map_full++;
+	return 0;
+}
+
+/* A read begins: note the channel, for its exit. */
+static __always_inline int srv_read_enter(long fd)
+{
+	struct pkprof_cpu *c = this_cpu();
+	struct pkprof_srv_read r = {};
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (!c || !srv_channel(bpf_get_current_task_btf(), fd, false, &r.key))
+		return 0;
+	r.since_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&srv_reads, &tid, &r, BPF_ANY))
+		c->lost.tag_map_full++;
+	return 0;
+}
+
+/*
+ * The mark's time so far goes to the client (`items` requests more); a client gone meanwhile
+ * cannot be billed, so the time stays the server's own.
+ */
+static __always_inline void srv_credit(struct pkprof_cpu *c, __u64 items)
+{
+	__u64 ns = c->task_tag_ns;
+
+	if (!credit_thread(c->task_tag_tid, PKPROF_CHAIN_SERVER, ns, items))
+		c->pending.served_out_ns -= ns < c->pending.served_out_ns ? ns : c->pending.served_out_ns;
+	c->task_tag_ns = 0;
+}
+
+/* A read returned `ret`: data from a client marks the reader; other data ends its mark. */
+static __always_inline int srv_read_exit(long ret)
+{
+	struct pkprof_cpu *c = this_cpu();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pkprof_srv_read *r = bpf_map_lookup_elem(&srv_reads, &tid);
+	struct pkprof_srv_key k;
+	struct pkprof_srv_mark *m;
+	__u32 client = 0;
+	bool mine;
+
+	if (!r)
+		return 0;
+	k = r->key;
+	bpf_map_delete_elem(&srv_reads, &tid);
+	if (!c || ret <= 0 || c->cur_tid != tid)
+		return 0; /* nothing read: the mark stays as it was */
+	m = bpf_map_lookup_elem(&srv_writers, &k);
+	if (m && m->pid != c->cur_pid)
+		client = m->tid;
+	mine = task_tag_runs_for(c, PKPROF_CHAIN_SERVER, tid);
+	if (mine && c->task_tag_tid == client) {
+		credit_thread(client, PKPROF_CHAIN_SERVER, 0, 1); /* one more request, same client */
+		return 0;
+	}
+	charge(c, bpf_ktime_get_ns());
+	if (mine) {
+		srv_credit(c, 0);
+		task_tag_close(c);
+	}
+	if (client && !task_tag_runs(c, tid)) {
+		task_tag_open(c, PKPROF_CHAIN_SERVER, client, tid);
+		credit_thread(client, PKPROF_CHAIN_SERVER, 0, 1);
+	}
+	return 0;
+}
+
+#define SRV_ENTER(sys, body)                                                                       \
+	SEC("tracepoint/syscalls/sys_enter_" #sys)                                                 \
+	int on_srv_enter_##sys(struct trace_event_raw_sys_enter *ctx)                              \
+	{                                                                                          \
+		long fd = (long)(int)ctx->args[0];                                                 \
+		return WITH_IRQS_OFF(body(fd));                                                    \
+	}
+#define SRV_EXIT(sys)                                                                              \
+	SEC("tracepoint/syscalls/sys_exit_" #sys)                                                  \
+	int on_srv_exit_##sys(struct trace_event_raw_sys_exit *ctx)                                \
+	{                                                                                          \
+		long ret = ctx->ret;                                                               \
+		return WITH_IRQS_OFF(srv_read_exit(ret));                                          \
+	}
+
+SRV_ENTER(write, srv_write)
+SRV_ENTER(writev, srv_write)
+SRV_ENTER(sendto, srv_write)
+SRV_ENTER(sendmsg, srv_write)
+SRV_ENTER(read, srv_read_enter)
+SRV_ENTER(readv, srv_read_enter)
+SRV_ENTER(recvfrom, srv_read_enter)
+SRV_ENTER(recvmsg, srv_read_enter)
+SRV_EXIT(read)
+SRV_EXIT(readv)
+SRV_EXIT(recvfrom)
+SRV_EXIT(recvmsg)
+
+/* ---- the chain's hooks (core.bpf.h, PKPROF_CHAIN_HOOKS) ---- */
+
+/* The chain opens no interrupt tag. */
+static __always_inline void server_tag_close(struct pkprof_cpu *c, struct pkprof_dest *d)
+{
+	c->kernel_irq_ns += c->tag_ns;
+}
+
+static __always_inline __u32 server_tag_beneficiary(struct pkprof_cpu *c)
+{
+	return 0;
+}
+
+static __always_inline void server_softirq_entry(struct pkprof_cpu *c, unsigned int vec)
+{
+}
+
+/*
+ * A marked thread leaves the CPU (the sched_switch tracepoint runs while it is still current):
+ * its time so far goes to the client; preempted, it keeps the mark for its next run.
+ */
+static __always_inline void server_switch_out(struct pkprof_cpu *c, struct pkprof_thread *prev_entry,
+					      __u32 prev_tid)
+{
+	struct task_struct *prev = bpf_get_current_task_btf();
+	struct pkprof_srv_mark m = {};
+
+	if (!task_tag_runs_for(c, PKPROF_CHAIN_SERVER, prev_tid))
+		return;
+	srv_credit(c, 0);
+	if (prev->pid == prev_tid && !prev->__state && !(prev->flags & PF_EXITING)) {
+		m.tid = c->task_tag_tid;
+		m.since_ns = c->last_ns;
+		if (bpf_map_update_elem(&srv_parked, &prev_tid, &m, BPF_ANY))
+			c->lost.tag_map_full++;
+		else
+			__sync_fetch_and_add(&srv_nparked, 1);
+	}
+	task_tag_close(c);
+}
+
+/* A preempted marked thread runs again: its mark resumes. */
+static __always_inline void server_switch_in(struct pkprof_cpu *c, struct task_struct *next)
+{
+	__u32 tid = next->pid;
+	struct pkprof_srv_mark *m;
+	__u32 client;
+
+	if (!srv_nparked || !tid)
+		return;
+	m = bpf_map_lookup_elem(&srv_parked, &tid);
+	if (!m)
+		return;
+	client = m->tid;
+	bpf_map_delete_elem(&srv_parked, &tid);
+	__sync_fetch_and_sub(&srv_nparked, 1);
+	if (!task_tag_runs(c, tid))
+		task_tag_open(c, PKPROF_CHAIN_SERVER, client, tid);
+}
+
+#endif /* PKPROF_SERVER_BPF_H */
