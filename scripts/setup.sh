@@ -10,6 +10,8 @@ need_root
 apt_pkgs=(clang llvm bpftool libbpf-dev bpftrace libelf-dev zlib1g-dev pkg-config make gcc iproute2 linux-perf prometheus tmux curl strace graphviz tar xz-utils)
 # The man pages are checked with man -l, the zsh and fish completions by those shells.
 apt_pkgs+=(man-db zsh fish)
+# The server chain's real server (bench/server_redis.sh): redis-server, and redis-benchmark (redis-tools).
+apt_pkgs+=(redis-server redis-tools)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -227,6 +227,17 @@ pub struct RecordArgs {
     /// Entries in the summary printed at the end.
     #[arg(long, default_value_t = 15, value_parser = count_parser(1, 100_000))]
     summary_rows: usize,
+    /// `client`: label a server's samples, from when it reads a client's request (pipe, unix
+    /// socket, loopback TCP) until it blocks, with that client instead of the server.
+    #[arg(long, value_enum)]
+    by: Option<RecordBy>,
+}
+
+/// Whom `record --by` labels samples with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecordBy {
+    /// The client a server is working for (the server chain's marks).
+    Client,
 }
 
 #[derive(Args)]
@@ -293,6 +304,7 @@ impl RecordArgs {
             stack_bytes: self.stack_bytes,
             unwind_memory_mib: self.unwind_memory,
             summary_rows: self.summary_rows,
+            by_client: self.by == Some(RecordBy::Client),
         }
     }
 }

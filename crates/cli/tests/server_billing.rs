@@ -131,3 +131,79 @@ fn pool_of_two_workers_is_billed_by_request_counts() {
 fn client_exiting_midway_keeps_its_share() {
     check("pipe", "exit");
 }
+
+/// Samples per served pid whose stack has a frame named `func`.
+fn samples_in(p: &pkprof_profile::Profile, func: &str) -> HashMap<u32, u64> {
+    let mut by_pid = HashMap::new();
+    for s in &p.samples {
+        if p.stack_frames(s.stack).any(|f| f.name == func) {
+            *by_pid.entry(s.pid).or_default() += s.count;
+        }
+    }
+    by_pid
+}
+
+/// `record --by client`: the server's samples (its request loop, `worker`) carry the client it
+/// was serving, in the proportion of the requests it served each (sampling noise allowed: 20%).
+#[test]
+#[ignore = "needs root and BPF"]
+fn record_by_client_labels_the_servers_samples_with_its_clients() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let bin = build_workload("ipc_server");
+    let mut w = Proc::spawn(cmd(&bin, &["unix", "single", "2", "1000", "3700"]));
+    let ids: Vec<u32> = w
+        .expect("ready", 20 * SEC)
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let (srv, a, b) = (ids[0], ids[1], ids[2]);
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("server_by_client.pkprof");
+    let _ = std::fs::remove_file(&out);
+    let pids = format!("{srv},{a},{b}");
+    let mut rec = Command::new(pkprof_bin())
+        .args(["record", "--by", "client", "-F", "999", "--duration", "4"])
+        .args(["-p", &pids, "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pkprof starts");
+    let mut err = BufReader::new(rec.stderr.take().unwrap()).lines();
+    loop {
+        let line = err.next().expect("pkprof record starts sampling").unwrap();
+        if line.contains("recording at") {
+            break;
+        }
+        eprintln!("pkprof: {line}");
+    }
+    w.send_line("go");
+    let end = w.expect("end", 60 * SEC);
+    let (na, nb): (u64, u64) = (end[0].parse().unwrap(), end[1].parse().unwrap());
+    w.wait(10 * SEC);
+    assert!(rec.wait().expect("pkprof exits").success());
+    let p = pkprof_profile::load(&out).expect("the profile reads back");
+    let by = samples_in(&p, "worker");
+    let (sa, sb, ss) = (
+        by.get(&a).copied().unwrap_or(0),
+        by.get(&b).copied().unwrap_or(0),
+        by.get(&srv).copied().unwrap_or(0),
+    );
+    let ratio = sa as f64 / sb as f64;
+    let truth = na as f64 / nb as f64;
+    eprintln!(
+        "record --by client: served A {na} B {nb} ({truth:.3}); `worker` samples labelled A {sa} \
+         B {sb} ({ratio:.3}), server {ss}"
+    );
+    assert!(sb >= 50, "too few samples to judge: {by:?}");
+    assert!(
+        (ratio / truth - 1.0).abs() <= 0.2,
+        "samples A:B {ratio:.3} against served {truth:.3}"
+    );
+    // Only the time between a wakeup and the read of the request stays the server's own.
+    assert!(
+        ss * 10 < sa + sb,
+        "{ss} of the server's request-loop samples kept its own label"
+    );
+}

@@ -18,6 +18,8 @@
 const volatile bool timer_on_stack = false;
 /* Bytes of user stack copied per sample (record --stack-bytes; 0: none). */
 const volatile __u32 stack_bytes = PKPROF_DEFAULT_STACK_BYTES;
+/* record --by client: a user thread under a task tag is labelled with its beneficiary. */
+const volatile bool label_by_client = false;
 
 /*
  * Where each CPU builds its sample before it goes to the ring with its variable-length stack
@@ -99,9 +101,17 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 			label_thread(s, c->task_tag_tid);
 		} else {
 			s->ctx = user ? PKPROF_SCTX_USER : PKPROF_SCTX_KERNEL;
-			/* A user thread under a task tag (a server serving a client) runs its own code
-			 * for the tag's beneficiary: its stacks, the beneficiary's label. */
-			label_thread(s, task_tag_runs(c, (__u32)cur->pid) ? c->task_tag_tid : cur->pid);
+			/* record --by client: a user thread under a task tag (a server serving a
+			 * client) runs its own code for the tag's beneficiary: its stacks, the
+			 * beneficiary's label. */
+			__u32 who = cur->pid, tagged = c->task_tag_tid;
+
+			/* Both loaded first: one load from either pointer fails the verifier. */
+			barrier_var(who);
+			barrier_var(tagged);
+			if (label_by_client && task_tag_runs(c, who))
+				who = tagged;
+			label_thread(s, who);
 			if (!s->pid) { /* no entry yet (first slice since attach): ask the task */
 				s->pid = cur->tgid;
 				s->cgroup_id = bpf_get_current_cgroup_id();
