@@ -130,7 +130,8 @@ static void client(int c, int gate, double secs, long think_us)
 	char go;
 	double end;
 
-	if (read(gate, &go, 1) != 1)
+	/* The gate opens at EOF: no data, so no mark from the server. */
+	if (read(gate, &go, 1) != 0)
 		die("gate");
 	end = now_s() + secs;
 	for (unsigned k = 0; now_s() < end; k++) {
@@ -264,7 +265,8 @@ int main(int argc, char **argv)
 			die("fork");
 		if (pids[c] == 0) {
 			keep_ends(c);
-			close(gate[c][1]);
+			for (int j = 0; j <= c; j++)
+				close(gate[j][1]); /* an earlier client's gate opens at its EOF */
 			client(c, gate[c][0],
 			       c == 1 && !strcmp(mode, "exit") ? secs / 2 : secs, think[c]);
 		}
@@ -278,7 +280,7 @@ int main(int argc, char **argv)
 	printf("start\n");
 	fflush(stdout);
 	for (int c = 0; c < 2; c++)
-		full_write(gate[c][1], "g", 1);
+		close(gate[c][1]);
 	/* The clients close their ends when they exit: each worker ends at its EOFs. */
 	if (nconn == 1) {
 		worker(0); /* single-threaded: the main thread serves */

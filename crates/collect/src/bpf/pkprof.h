@@ -196,6 +196,12 @@ struct pkprof_srv_mark {
 struct pkprof_srv_read {
 	struct pkprof_srv_key key;
 	__u64 since_ns;
+	/* At the read's entry: the CPU's switch count and the thread's task time in this run, so a
+	 * read that did not block bills its own time to the client it reads from. */
+	__u64 switches;
+	__u64 run_ns;
+	__u32 cpu;
+	__u32 pad;
 };
 
 /* Value of the per-CPU `cpus` array (one entry, one copy per CPU). */

@@ -7,7 +7,8 @@
  * - Writing (sys_enter of write, writev, sendto, sendmsg): the channel the data is queued on (the
  *   pipe, the peer unix socket, the TCP connection's direction) is marked with the writer's
  *   beneficiary (`srv_writers`): the writer itself, or the client a marked server writes for, so
- *   that a server's reply never marks its own client with the server.
+ *   that a server's reply never marks its own client with the server. On a socket whose other
+ *   direction carries another process's data, the write is a reply to that process.
  * - Reading (sys_enter of read, readv, recvfrom, recvmsg notes the channel in `srv_reads`; the
  *   sys_exit of a read that returned data takes the mark): the reader opens the core's task tag
  *   for the client. The core then charges its task time to the tag (the reader's served_out_ns,
@@ -57,12 +58,13 @@ __u64 srv_nparked = 0;
 enum pkprof_srv_channel pkprof_srv_channel_btf_anchor SEC(".data.btf_anchor");
 
 /*
- * The channel behind `fd` of task t, as the writer's (`writer`) or the reader's key: both ends of
- * one channel get the same key. False for anything else (files, remote TCP, unconnected unix
- * datagram senders).
+ * The channel behind `fd` of task t: `wr`, the key of the data it writes (the same as its
+ * reader's key), and `rd`, the key of the data it reads (for a socket, what its peer writes; for
+ * a pipe the same as wr). False for anything else (files, remote TCP; an unconnected unix
+ * datagram sender has no wr: wr->b stays 0).
  */
-static __always_inline bool srv_channel(struct task_struct *t, long fd, bool writer,
-					struct pkprof_srv_key *k)
+static __always_inline bool srv_channel(struct task_struct *t, long fd, struct pkprof_srv_key *wr,
+					struct pkprof_srv_key *rd)
 {
 	struct file **fds;
 	struct file *f = NULL;
@@ -81,9 +83,9 @@ static __always_inline bool srv_channel(struct task_struct *t, long fd, bool wri
 		return false;
 	mode = BPF_CORE_READ(f, f_inode, i_mode) & SRV_S_IFMT;
 	if (mode == SRV_S_IFIFO) {
-		k->a = (__u64)BPF_CORE_READ(f, private_data);
-		k->b = PKPROF_SRV_PIPE;
-		return k->a != 0;
+		wr->a = rd->a = (__u64)BPF_CORE_READ(f, private_data);
+		wr->b = rd->b = PKPROF_SRV_PIPE;
+		return rd->a != 0;
 	}
 	if (mode != SRV_S_IFSOCK)
 		return false;
@@ -93,11 +95,15 @@ static __always_inline bool srv_channel(struct task_struct *t, long fd, bool wri
 		return false;
 	family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (family == SRV_AF_UNIX) {
-		if (writer)
-			sk = BPF_CORE_READ((struct unix_sock *)sk, peer);
-		k->a = (__u64)sk;
-		k->b = PKPROF_SRV_UNIX;
-		return sk != NULL;
+		struct sock *peer = BPF_CORE_READ((struct unix_sock *)sk, peer);
+
+		rd->a = (__u64)sk;
+		rd->b = PKPROF_SRV_UNIX;
+		if (peer) {
+			wr->a = (__u64)peer;
+			wr->b = PKPROF_SRV_UNIX;
+		}
+		return true;
 	}
 	if (family == SRV_AF_INET && BPF_CORE_READ(sk, sk_protocol) == SRV_IPPROTO_TCP) {
 		__u32 local = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
@@ -109,13 +115,10 @@ static __always_inline bool srv_channel(struct task_struct *t, long fd, bool wri
 		 * connection to the host's own address. */
 		if ((remote & 0xff) != 127 && remote != local)
 			return false;
-		if (writer) {
-			k->a = (__u64)local << 32 | remote;
-			k->b = PKPROF_SRV_TCP4 | lport << 16 | rport << 32;
-		} else {
-			k->a = (__u64)remote << 32 | local;
-			k->b = PKPROF_SRV_TCP4 | rport << 16 | lport << 32;
-		}
+		wr->a = (__u64)local << 32 | remote;
+		wr->b = PKPROF_SRV_TCP4 | lport << 16 | rport << 32;
+		rd->a = (__u64)remote << 32 | local;
+		rd->b = PKPROF_SRV_TCP4 | rport << 16 | lport << 32;
 		return true;
 	}
 	return false;
@@ -132,40 +135,6 @@ static __always_inline __u32 srv_pid_of(struct pkprof_cpu *c, __u32 tid)
 	return e ? e->pid : 0;
 }
 
-/* A write: the channel's data now comes from the writer's beneficiary. */
-static __always_inline int srv_write(long fd)
-{
-	struct pkprof_cpu *c = this_cpu();
-	struct pkprof_srv_key k = {};
-	struct pkprof_srv_mark m = {};
-
-	if (!c || !srv_channel(bpf_get_current_task_btf(), fd, true, &k))
-		return 0;
-	m.tid = beneficiary(c);
-	if (!m.tid)
-		return 0;
-	m.pid = srv_pid_of(c, m.tid);
-	m.since_ns = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&srv_writers, &k, &m, BPF_ANY))
-		c->lost.tag_map_full++;
-	return 0;
-}
-
-/* A read begins: note the channel, for its exit. */
-static __always_inline int srv_read_enter(long fd)
-{
-	struct pkprof_cpu *c = this_cpu();
-	struct pkprof_srv_read r = {};
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-
-	if (!c || !srv_channel(bpf_get_current_task_btf(), fd, false, &r.key))
-		return 0;
-	r.since_ns = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&srv_reads, &tid, &r, BPF_ANY))
-		c->lost.tag_map_full++;
-	return 0;
-}
-
 /*
  * The mark's time so far goes to the client (`items` requests more); a client gone meanwhile
  * cannot be billed, so the time stays the server's own.
@@ -179,39 +148,118 @@ static __always_inline void srv_credit(struct pkprof_cpu *c, __u64 items)
 	c->task_tag_ns = 0;
 }
 
-/* A read returned `ret`: data from a client marks the reader; other data ends its mark. */
-static __always_inline int srv_read_exit(long ret)
+/*
+ * The current thread now works for `client` (0: for itself): the mark it held is credited and
+ * replaced. Returns whether a new mark was opened (the thread held none for this client).
+ */
+static __always_inline bool srv_mark(struct pkprof_cpu *c, __u32 client, __u64 items)
 {
-	struct pkprof_cpu *c = this_cpu();
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pkprof_srv_read *r = bpf_map_lookup_elem(&srv_reads, &tid);
-	struct pkprof_srv_key k;
-	struct pkprof_srv_mark *m;
-	__u32 client = 0;
-	bool mine;
+	__u32 tid = c->cur_tid;
+	bool mine = task_tag_runs_for(c, PKPROF_CHAIN_SERVER, tid);
 
-	if (!r)
-		return 0;
-	k = r->key;
-	bpf_map_delete_elem(&srv_reads, &tid);
-	if (!c || ret <= 0 || c->cur_tid != tid)
-		return 0; /* nothing read: the mark stays as it was */
-	m = bpf_map_lookup_elem(&srv_writers, &k);
-	if (m && m->pid != c->cur_pid)
-		client = m->tid;
-	mine = task_tag_runs_for(c, PKPROF_CHAIN_SERVER, tid);
 	if (mine && c->task_tag_tid == client) {
-		credit_thread(client, PKPROF_CHAIN_SERVER, 0, 1); /* one more request, same client */
-		return 0;
+		if (items)
+			credit_thread(client, PKPROF_CHAIN_SERVER, 0, items);
+		return false;
 	}
 	charge(c, bpf_ktime_get_ns());
 	if (mine) {
 		srv_credit(c, 0);
 		task_tag_close(c);
 	}
-	if (client && !task_tag_runs(c, tid)) {
-		task_tag_open(c, PKPROF_CHAIN_SERVER, client, tid);
-		credit_thread(client, PKPROF_CHAIN_SERVER, 0, 1);
+	if (!client || task_tag_runs(c, tid))
+		return false;
+	task_tag_open(c, PKPROF_CHAIN_SERVER, client, tid);
+	if (items)
+		credit_thread(client, PKPROF_CHAIN_SERVER, 0, items);
+	return true;
+}
+
+/*
+ * A write: the channel's data now comes from the writer's beneficiary; but on a socket whose
+ * other direction carries another process's data, the write answers that process (a server
+ * replying on the connection it read the request from), whatever mark the writer holds now: a
+ * server that batches its replies (redis) would otherwise mark each client with the last one it
+ * read, and that client's next request with it.
+ */
+static __always_inline int srv_write(long fd)
+{
+	struct pkprof_cpu *c = this_cpu();
+	struct pkprof_srv_key k = {}, back = {};
+	struct pkprof_srv_mark m = {}, *peer;
+
+	if (!c || !srv_channel(bpf_get_current_task_btf(), fd, &k, &back) || !k.b)
+		return 0;
+	peer = back.b != PKPROF_SRV_PIPE ? bpf_map_lookup_elem(&srv_writers, &back) : NULL;
+	if (peer && peer->pid && peer->pid != c->cur_pid) {
+		m.tid = peer->tid;
+		m.pid = peer->pid;
+		srv_mark(c, m.tid, 0); /* the reply is work for it */
+	} else {
+		m.tid = beneficiary(c);
+		if (!m.tid)
+			return 0;
+		m.pid = srv_pid_of(c, m.tid);
+	}
+	m.since_ns = bpf_ktime_get_ns();
+	/* A client that has not left a CPU since attach has no entry yet: the server's bill for
+	 * this data needs one. */
+	if (m.tid == c->cur_tid)
+		thread_entry(c, bpf_get_current_task_btf(), m.since_ns);
+	if (bpf_map_update_elem(&srv_writers, &k, &m, BPF_ANY))
+		c->lost.tag_map_full++;
+	return 0;
+}
+
+/* A read begins: note the channel, for its exit. */
+static __always_inline int srv_read_enter(long fd)
+{
+	struct pkprof_cpu *c = this_cpu();
+	struct pkprof_srv_read r = {};
+	struct pkprof_srv_key wr;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (!c || !srv_channel(bpf_get_current_task_btf(), fd, &wr, &r.key))
+		return 0;
+	r.since_ns = bpf_ktime_get_ns();
+	charge(c, r.since_ns);
+	r.switches = c->switches;
+	r.run_ns = c->pending.task_ns;
+	r.cpu = bpf_get_smp_processor_id();
+	if (bpf_map_update_elem(&srv_reads, &tid, &r, BPF_ANY))
+		c->lost.tag_map_full++;
+	return 0;
+}
+
+
+/* A read returned `ret`: data from a client marks the reader; other data ends its mark. */
+static __always_inline int srv_read_exit(long ret)
+{
+	struct pkprof_cpu *c = this_cpu();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pkprof_srv_read *r = bpf_map_lookup_elem(&srv_reads, &tid);
+	struct pkprof_srv_read rd;
+	struct pkprof_srv_mark *m;
+	__u32 client = 0;
+	bool held;
+
+	if (!r)
+		return 0;
+	rd = *r;
+	bpf_map_delete_elem(&srv_reads, &tid);
+	if (!c || ret <= 0 || c->cur_tid != tid)
+		return 0; /* nothing read: the mark stays as it was */
+	m = bpf_map_lookup_elem(&srv_writers, &rd.key);
+	if (m && m->pid != c->cur_pid)
+		client = m->tid;
+	held = task_tag_runs_for(c, PKPROF_CHAIN_SERVER, tid);
+	if (srv_mark(c, client, 1) && !held && rd.cpu == bpf_get_smp_processor_id() &&
+	    rd.switches == c->switches && c->pending.task_ns >= rd.run_ns) {
+		/* The read ran without blocking, for nobody: its own time is the client's too. */
+		__u64 ns = c->pending.task_ns - rd.run_ns;
+
+		if (credit_thread(client, PKPROF_CHAIN_SERVER, ns, 0))
+			c->pending.served_out_ns += ns;
 	}
 	return 0;
 }
@@ -273,6 +321,16 @@ static __always_inline void server_switch_out(struct pkprof_cpu *c, struct pkpro
 
 	if (!task_tag_runs_for(c, PKPROF_CHAIN_SERVER, prev_tid))
 		return;
+	/* The core has just replaced the slice's task time by the scheduler's own figure
+	 * (follow_scheduler_slice): served-out time never exceeds it. */
+	if (c->pending.served_out_ns > c->pending.task_ns) {
+		__u64 over = c->pending.served_out_ns - c->pending.task_ns;
+
+		if (over > c->task_tag_ns)
+			over = c->task_tag_ns;
+		c->task_tag_ns -= over;
+		c->pending.served_out_ns -= over;
+	}
 	srv_credit(c, 0);
 	if (prev->pid == prev_tid && !prev->__state && !(prev->flags & PF_EXITING)) {
 		m.tid = c->task_tag_tid;
