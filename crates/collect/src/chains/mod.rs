@@ -246,6 +246,8 @@ mod tests {
         "workqueue:workqueue_queue_work",
         "workqueue:workqueue_execute_start",
         "workqueue:workqueue_execute_end",
+        "raw_syscalls:sys_enter",
+        "raw_syscalls:sys_exit",
     ];
 
     #[test]
@@ -257,37 +259,42 @@ mod tests {
             Option<(&'static str, &'static str)>,
         );
         let cases: &[Case] = &[
-            (&[], &["net_rx", "block_io", "workqueue"], None),
+            (&[], &["net_rx", "block_io", "workqueue", "server"], None),
             (
                 &["block:block_rq_issue"],
-                &["net_rx", "workqueue"],
+                &["net_rx", "workqueue", "server"],
                 Some(("block I/O", "block:block_rq_issue")),
             ),
             (
                 &["workqueue:workqueue_execute_end"],
-                &["net_rx", "block_io"],
+                &["net_rx", "block_io", "server"],
                 Some(("workqueue", "workqueue:workqueue_execute_end")),
             ),
             (
                 &["sock:sk_data_ready"],
-                &["block_io", "workqueue"],
+                &["block_io", "workqueue", "server"],
                 Some(("network receive", "sock:sk_data_ready")),
             ),
             // One send tracepoint is enough; without both the chain is off.
             (
                 &["tcp:tcp_sendmsg_locked"],
-                &["net_rx", "block_io", "workqueue"],
+                &["net_rx", "block_io", "workqueue", "server"],
                 None,
             ),
             (
                 &["sock:sock_send_length"],
-                &["net_rx", "block_io", "workqueue"],
+                &["net_rx", "block_io", "workqueue", "server"],
                 None,
             ),
             (
                 &["tcp:tcp_sendmsg_locked", "sock:sock_send_length"],
-                &["block_io", "workqueue"],
+                &["block_io", "workqueue", "server"],
                 Some(("network receive", "sock:sock_send_length")),
+            ),
+            (
+                &["raw_syscalls:sys_exit"],
+                &["net_rx", "block_io", "workqueue"],
+                Some(("server", "raw_syscalls:sys_exit")),
             ),
         ];
         for (i, (absent, on, off)) in cases.iter().enumerate() {

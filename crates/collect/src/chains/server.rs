@@ -1,75 +1,53 @@
 //! The server chain's Rust side (src/bpf/chains/server.bpf.h; docs/design.md, "Server work
 //! billed to its clients"): a thread's time after it reads a client's data from a pipe, a unix
-//! socket or a loopback TCP connection, billed to that client. Owns its twelve syscall
+//! socket or a loopback TCP connection, billed to that client. Owns its two raw syscall
 //! tracepoint programs and the sweeps of `srv_writers`, `srv_reads` and `srv_parked`.
 
 use super::{first_missing, Chain, Setup, SweepAt, Swept};
 use crate::error::CollectError;
 use crate::map_walk;
 use crate::skel::types::{pkprof_srv_key, pkprof_srv_mark, pkprof_srv_read};
-use crate::skel::{CpuAccountMaps, OpenCpuAccountSkel};
-
-/// The syscalls whose entry (writes and reads) or exit (reads) the chain follows.
-const WRITES: [&str; 4] = ["write", "writev", "sendto", "sendmsg"];
-const READS: [&str; 4] = ["read", "readv", "recvfrom", "recvmsg"];
+use crate::skel::{types, CpuAccountMaps, OpenCpuAccountSkel};
 
 pub(crate) static CHAIN: Chain = Chain {
     name: "server",
     title: "server",
     unattributed: "a server's work for its clients stays the server's own time",
-    missing,
-    configure,
-    programs: |p| {
-        vec![
-            &p.on_srv_enter_write,
-            &p.on_srv_enter_writev,
-            &p.on_srv_enter_sendto,
-            &p.on_srv_enter_sendmsg,
-            &p.on_srv_enter_read,
-            &p.on_srv_enter_readv,
-            &p.on_srv_enter_recvfrom,
-            &p.on_srv_enter_recvmsg,
-            &p.on_srv_exit_read,
-            &p.on_srv_exit_readv,
-            &p.on_srv_exit_recvfrom,
-            &p.on_srv_exit_recvmsg,
-        ]
+    missing: |index| {
+        first_missing(
+            index,
+            &[("raw_syscalls", "sys_enter"), ("raw_syscalls", "sys_exit")],
+        )
     },
+    configure,
+    programs: |p| vec![&p.on_srv_sys_enter, &p.on_srv_sys_exit],
     sweep,
 };
 
-fn missing(index: &crate::preflight::TracepointIndex) -> Option<String> {
-    let enters = WRITES
-        .iter()
-        .chain(READS.iter())
-        .map(|s| format!("sys_enter_{s}"));
-    let exits = READS.iter().map(|s| format!("sys_exit_{s}"));
-    let names: Vec<String> = enters.chain(exits).collect();
-    let list: Vec<(&str, &str)> = names.iter().map(|n| ("syscalls", n.as_str())).collect();
-    first_missing(index, &list)
+/// This architecture's number of syscall `name` (the "no such call" number if it has none).
+fn nr(name: &str) -> u32 {
+    name.parse::<syscalls::Sysno>()
+        .map_or(types::pkprof_syscall_nr::PKPROF_NO_SYSCALL.0, |s| {
+            s.id() as u32
+        })
 }
 
 fn configure(open: &mut OpenCpuAccountSkel<'static>, s: &Setup) -> Result<(), libbpf_rs::Error> {
     open.maps.srv_writers.set_max_entries(s.max_tags)?;
     open.maps.srv_reads.set_max_entries(s.max_tags)?;
     open.maps.srv_parked.set_max_entries(s.max_tags)?;
-    let p = &mut open.progs;
-    for prog in [
-        &mut p.on_srv_enter_write,
-        &mut p.on_srv_enter_writev,
-        &mut p.on_srv_enter_sendto,
-        &mut p.on_srv_enter_sendmsg,
-        &mut p.on_srv_enter_read,
-        &mut p.on_srv_enter_readv,
-        &mut p.on_srv_enter_recvfrom,
-        &mut p.on_srv_enter_recvmsg,
-        &mut p.on_srv_exit_read,
-        &mut p.on_srv_exit_readv,
-        &mut p.on_srv_exit_recvfrom,
-        &mut p.on_srv_exit_recvmsg,
-    ] {
-        prog.set_autoload(s.on);
+    if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+        ro.srv_nr_read = nr("read");
+        ro.srv_nr_readv = nr("readv");
+        ro.srv_nr_recvfrom = nr("recvfrom");
+        ro.srv_nr_recvmsg = nr("recvmsg");
+        ro.srv_nr_write = nr("write");
+        ro.srv_nr_writev = nr("writev");
+        ro.srv_nr_sendto = nr("sendto");
+        ro.srv_nr_sendmsg = nr("sendmsg");
     }
+    open.progs.on_srv_sys_enter.set_autoload(s.on);
+    open.progs.on_srv_sys_exit.set_autoload(s.on);
     Ok(())
 }
 

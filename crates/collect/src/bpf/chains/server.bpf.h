@@ -4,12 +4,12 @@
  * another process queued on a pipe, a unix socket or a loopback TCP connection runs, from then on,
  * for that process (the client), until it blocks or reads data from someone else.
  *
- * - Writing (sys_enter of write, writev, sendto, sendmsg): the channel the data is queued on (the
+ * - Writing (raw sys_enter of write, writev, sendto, sendmsg): the channel the data is queued on (the
  *   pipe, the peer unix socket, the TCP connection's direction) is marked with the writer's
  *   beneficiary (`srv_writers`): the writer itself, or the client a marked server writes for, so
  *   that a server's reply never marks its own client with the server. On a socket whose other
  *   direction carries another process's data, the write is a reply to that process.
- * - Reading (sys_enter of read, readv, recvfrom, recvmsg notes the channel in `srv_reads`; the
+ * - Reading (raw sys_enter of read, readv, recvfrom, recvmsg notes the channel in `srv_reads`; the
  *   sys_exit of a read that returned data takes the mark): the reader opens the core's task tag
  *   for the client. The core then charges its task time to the tag (the reader's served_out_ns,
  *   as a kworker's), and work it starts (block requests, work items) has the client as
@@ -22,6 +22,7 @@
 #define PKPROF_SERVER_BPF_H
 
 #include "core.bpf.h"
+#include "syscall_regs.bpf.h"
 
 /* include/uapi/linux/stat.h, include/linux/socket.h, include/uapi/linux/in.h */
 #define SRV_S_IFMT 00170000
@@ -264,33 +265,57 @@ static __always_inline int srv_read_exit(long ret)
 	return 0;
 }
 
-#define SRV_ENTER(sys, body)                                                                       \
-	SEC("tracepoint/syscalls/sys_enter_" #sys)                                                 \
-	int on_srv_enter_##sys(struct trace_event_raw_sys_enter *ctx)                              \
-	{                                                                                          \
-		long fd = (long)(int)ctx->args[0];                                                 \
-		return WITH_IRQS_OFF(body(fd));                                                    \
-	}
-#define SRV_EXIT(sys)                                                                              \
-	SEC("tracepoint/syscalls/sys_exit_" #sys)                                                  \
-	int on_srv_exit_##sys(struct trace_event_raw_sys_exit *ctx)                                \
-	{                                                                                          \
-		long ret = ctx->ret;                                                               \
-		return WITH_IRQS_OFF(srv_read_exit(ret));                                          \
-	}
+/*
+ * The syscall numbers the chain follows, set by the loader (PKPROF_NO_SYSCALL: none such). The
+ * raw syscall tracepoints call the programs directly; the per-syscall ones (syscalls:sys_enter_read)
+ * go through perf's buffers, measured at several microseconds a call here (bench/server_cost.sh).
+ */
+const volatile __u32 srv_nr_read = PKPROF_NO_SYSCALL;
+const volatile __u32 srv_nr_readv = PKPROF_NO_SYSCALL;
+const volatile __u32 srv_nr_recvfrom = PKPROF_NO_SYSCALL;
+const volatile __u32 srv_nr_recvmsg = PKPROF_NO_SYSCALL;
+const volatile __u32 srv_nr_write = PKPROF_NO_SYSCALL;
+const volatile __u32 srv_nr_writev = PKPROF_NO_SYSCALL;
+const volatile __u32 srv_nr_sendto = PKPROF_NO_SYSCALL;
+const volatile __u32 srv_nr_sendmsg = PKPROF_NO_SYSCALL;
 
-SRV_ENTER(write, srv_write)
-SRV_ENTER(writev, srv_write)
-SRV_ENTER(sendto, srv_write)
-SRV_ENTER(sendmsg, srv_write)
-SRV_ENTER(read, srv_read_enter)
-SRV_ENTER(readv, srv_read_enter)
-SRV_ENTER(recvfrom, srv_read_enter)
-SRV_ENTER(recvmsg, srv_read_enter)
-SRV_EXIT(read)
-SRV_EXIT(readv)
-SRV_EXIT(recvfrom)
-SRV_EXIT(recvmsg)
+static __always_inline bool srv_is_read(__u32 nr)
+{
+	return nr == srv_nr_read || nr == srv_nr_readv || nr == srv_nr_recvfrom || nr == srv_nr_recvmsg;
+}
+
+static __always_inline bool srv_is_write(__u32 nr)
+{
+	return nr == srv_nr_write || nr == srv_nr_writev || nr == srv_nr_sendto || nr == srv_nr_sendmsg;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_srv_sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 nr = (__u32)id;
+	long fd;
+
+	if (!srv_is_read(nr) && !srv_is_write(nr))
+		return 0;
+#if defined(__TARGET_ARCH_x86)
+	fd = (long)(int)regs->di;
+#elif defined(__TARGET_ARCH_arm64)
+	fd = (long)(int)regs->regs[0];
+#else
+#error "server chain: unsupported architecture"
+#endif
+	if (srv_is_write(nr))
+		return WITH_IRQS_OFF(srv_write(fd));
+	return WITH_IRQS_OFF(srv_read_enter(fd));
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_srv_sys_exit, struct pt_regs *regs, long ret)
+{
+	if (!srv_is_read(returning_syscall_nr(regs)))
+		return 0;
+	return WITH_IRQS_OFF(srv_read_exit(ret));
+}
 
 /* ---- the chain's hooks (core.bpf.h, PKPROF_CHAIN_HOOKS) ---- */
 
