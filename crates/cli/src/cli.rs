@@ -173,6 +173,7 @@ const RECORD_EXAMPLES: &str = "Examples:
   pkprof record --cgroup system.slice/nginx.service --duration 10
   pkprof record -a --duration 10 -F 999  the whole system, 999 samples/s per CPU
   pkprof record --syscalls --count compress@./app -- ./app   exact syscall and call counts too
+  pkprof record --by client -a --duration 10   a server's samples labelled with the client it serves
 Work done for the targets in interrupts (network receive, block I/O completion) and by kworkers is
 labelled with the target; work for other processes is OTHER, system work KERNEL.";
 
