@@ -14,6 +14,8 @@ apt_pkgs+=(man-db zsh fish)
 apt_pkgs+=(unzip)
 # Python frames (crates/cli/tests/python.rs): Debian's CPython 3.11, and venv for py-spy below.
 apt_pkgs+=(python3.11 python3-venv)
+# The server chain's real server (bench/server_redis.sh): redis-server, and redis-benchmark (redis-tools).
+apt_pkgs+=(redis-server redis-tools)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -117,6 +117,7 @@ impl Accountant {
             r.net_pct = pct(d.served_ns[0]);
             r.block_pct = pct(d.served_ns[1]);
             r.workq_pct = pct(d.served_ns[2]);
+            r.server_pct = pct(d.served_ns[3]);
             r.cost_pct = pct(d.cost_ns());
             r.billed_for_others_pct = pct(d.billed_for_others_ns());
             r.wait_pct = pct(d.wall.runq_ns);

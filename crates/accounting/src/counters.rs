@@ -13,10 +13,10 @@ pub const SOFTIRQ_NAMES: [&str; NR_SOFTIRQS] = [
 ];
 
 /// Attribution chains: kernel work done for a thread by someone else.
-pub const NR_CHAINS: usize = 3;
+pub const NR_CHAINS: usize = 4;
 
 /// Chain names, indexed as in `Counters::served_ns` (and as `kind` label values).
-pub const CHAIN_NAMES: [&str; NR_CHAINS] = ["net", "block", "workq"];
+pub const CHAIN_NAMES: [&str; NR_CHAINS] = ["net", "block", "workq", "server"];
 
 /// Time and events charged to one thread (or a sum of threads).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -36,7 +36,7 @@ pub struct Counters {
     pub switches: u64,
     /// Part of `task_ns` spent running work items queued by others (kworkers).
     pub served_out_ns: u64,
-    /// Work others ran for this thread, per chain (NET, BLOCK, WORKQ), and how many items.
+    /// Work others ran for this thread, per chain (NET, BLOCK, WORKQ, SERVER), and how many items.
     pub served_ns: [u64; NR_CHAINS],
     pub served_items: [u64; NR_CHAINS],
     /// Wall time by class (docs/design.md, "Wall time").

@@ -30,7 +30,9 @@ pub struct Row {
     pub net_pct: f64,
     pub block_pct: f64,
     pub workq_pct: f64,
-    /// own + net + block + workq: what the machine spent on this row's behalf.
+    /// Server work billed to this row as a server's client (the server chain).
+    pub server_pct: f64,
+    /// own + net + block + workq + server: what the machine spent on this row's behalf.
     pub cost_pct: f64,
     /// Time Linux billed to this row that served others (interrupts, foreign work items).
     pub billed_for_others_pct: f64,

@@ -380,6 +380,7 @@ const RECORD_EXAMPLES: &str = "Examples:
   pkprof record --cgroup system.slice/nginx.service --duration 10
   pkprof record -a --duration 10 -F 999  the whole system, 999 samples/s per CPU
   pkprof record --syscalls --count compress@./app -- ./app   exact syscall and call counts too
+  pkprof record --by client -a --duration 10   a server's samples labelled with the client it serves
 Work done for the targets in interrupts (network receive, block I/O completion) and by kworkers is
 labelled with the target; work for other processes is OTHER, system work KERNEL.";
 
@@ -438,6 +439,17 @@ pub struct RecordArgs {
     /// Entries in the summary printed at the end.
     #[arg(long, default_value_t = 15, value_parser = count_parser(1, 100_000))]
     summary_rows: usize,
+    /// `client`: label a server's samples, from when it reads a client's request (pipe, unix
+    /// socket, loopback TCP) until it blocks, with that client instead of the server.
+    #[arg(long, value_enum)]
+    by: Option<RecordBy>,
+}
+
+/// Whom `record --by` labels samples with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecordBy {
+    /// The client a server is working for (the server chain's marks).
+    Client,
 }
 
 #[derive(Args)]
@@ -505,6 +517,7 @@ impl RecordArgs {
             stack_bytes: self.stack_bytes,
             unwind_memory_mib: self.unwind_memory,
             summary_rows: self.summary_rows,
+            by_client: self.by == Some(RecordBy::Client),
         }
     }
 }

@@ -122,7 +122,7 @@ fn ctrl_c_quits_and_restores_the_terminal() {
 }
 
 /// Every column name the table can show; "COST TIME+" is one name with a space.
-const NAMES: [&str; 15] = [
+const NAMES: [&str; 16] = [
     "PID",
     "TID",
     "COMMAND",
@@ -133,6 +133,7 @@ const NAMES: [&str; 15] = [
     "+NET%",
     "+BLK%",
     "+WQ%",
+    "+SRV%",
     "=COST%",
     "BILLED",
     "COST TIME+",
@@ -331,8 +332,8 @@ fn keys_sort_filter_pause_switch_to_threads_and_help() {
         sorted_by(t) == Some(("BILLED".into(), '▼'))
     });
     t.keys(&["<", "<"]);
-    wait_table(&t, "sorted by +WQ%", |t| {
-        sorted_by(t) == Some(("+WQ%".into(), '▼'))
+    wait_table(&t, "sorted by +SRV%", |t| {
+        sorted_by(t) == Some(("+SRV%".into(), '▼'))
     });
     t.keys(&["N"]);
     let by_pid = wait_table(&t, "sorted by PID", |t| {

@@ -183,6 +183,7 @@ impl Collector {
                     ro.timer_on_stack = local_timer;
                     ro.wakeup_bytes = u64::from(rec.ring_bytes / 4);
                     ro.stack_bytes = rec.stack_bytes;
+                    ro.label_by_client = rec.by_client;
                 }
             }
             if let Some(rec) = &options.record {

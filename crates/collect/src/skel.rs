@@ -27,6 +27,12 @@ unsafe impl plain::Plain for types::pkprof_link {}
 unsafe impl plain::Plain for types::pkprof_py_proc {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_func_key {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_srv_key {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_srv_mark {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_srv_read {}
 
 // The accounting crate sizes its per-chain columns without the BPF types: keep it in step with the
 // chain list (chains/chains.h; docs/design.md, "How a chain plugs in").
@@ -39,6 +45,7 @@ const _: () = {
     assert!(Chain::PKPROF_CHAIN_NET.0 == 0);
     assert!(Chain::PKPROF_CHAIN_BLOCK.0 == 1);
     assert!(Chain::PKPROF_CHAIN_WORKQ.0 == 2);
+    assert!(Chain::PKPROF_CHAIN_SERVER.0 == 3);
 };
 
 // The wall chain's reasons and histogram as the accounting crate names and sizes them

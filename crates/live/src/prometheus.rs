@@ -174,7 +174,7 @@ impl Exposition {
         });
         let mut s = String::with_capacity(8192);
         let split = frame.split_modes;
-        let _ = writeln!(s, "# HELP pkprof_cpu_seconds_total CPU time by kind. While the process was current: own (or user/sys/unsplit with --syscalls), served_out (work items it ran for others), hardirq and softirq (interrupt work Linux billed to it). Done for it elsewhere: net, block, workq. own+net+block+workq is what the process cost the machine.");
+        let _ = writeln!(s, "# HELP pkprof_cpu_seconds_total CPU time by kind. While the process was current: own (or user/sys/unsplit with --syscalls), served_out (work items it ran for others), hardirq and softirq (interrupt work Linux billed to it). Done for it elsewhere: net, block, workq, server (a server's work for it as its client). own+net+block+workq+server is what the process cost the machine.");
         let _ = writeln!(s, "# TYPE pkprof_cpu_seconds_total counter");
         for (r, own) in &exported {
             write_kinds(&mut s, &id(r).to_string(), &r.comm, own, split);

@@ -83,7 +83,7 @@ fn column_width(i: usize) -> usize {
 /// Column titles after the PID/TID column, shared by the text frame and the TUI. WAIT% and
 /// BLOCKED% are wall-time classes (docs/design.md, "Wall time"): runnable waiting for a CPU, and
 /// blocked, percent of the interval.
-pub const COLUMNS: [&str; 13] = [
+pub const COLUMNS: [&str; 14] = [
     "COMMAND",
     "CPU%",
     "USER%",
@@ -92,6 +92,7 @@ pub const COLUMNS: [&str; 13] = [
     "+NET%",
     "+BLK%",
     "+WQ%",
+    "+SRV%",
     "=COST%",
     "BILLED",
     "COST TIME+",
@@ -100,7 +101,7 @@ pub const COLUMNS: [&str; 13] = [
 ];
 
 /// A row's cells: id, then one per entry of `COLUMNS`. USER%/SYS% read `-` when not measured.
-pub fn row_cells(r: &Row) -> [String; 14] {
+pub fn row_cells(r: &Row) -> [String; 15] {
     let pct = |p: f64| format!("{p:.1}");
     let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), pct);
     [
@@ -113,6 +114,7 @@ pub fn row_cells(r: &Row) -> [String; 14] {
         pct(r.net_pct),
         pct(r.block_pct),
         pct(r.workq_pct),
+        pct(r.server_pct),
         pct(r.cost_pct),
         pct(r.billed_for_others_pct),
         format_time(r.total.cost_ns() as f64 / 1e9),

@@ -99,8 +99,10 @@ fn row(pid: u32, comm: &str, cpu_pct: f64, total: Counters, split: bool) -> Row 
         irq_billed_pct: if total.irq_billed_ns() > 0 { 0.5 } else { 0.0 },
         own_pct: cpu_pct - if total.irq_billed_ns() > 0 { 0.5 } else { 0.0 },
         net_pct: if total.served_ns[0] > 0 { 2.0 } else { 0.0 },
+        server_pct: if total.served_ns[3] > 0 { 1.0 } else { 0.0 },
         cost_pct: cpu_pct - if total.irq_billed_ns() > 0 { 0.5 } else { 0.0 }
-            + if total.served_ns[0] > 0 { 2.0 } else { 0.0 },
+            + if total.served_ns[0] > 0 { 2.0 } else { 0.0 }
+            + if total.served_ns[3] > 0 { 1.0 } else { 0.0 },
         billed_for_others_pct: if total.irq_billed_ns() > 0 { 0.5 } else { 0.0 },
         delta: Counters {
             task_ns: (cpu_pct * 1e7) as u64,
@@ -170,9 +172,10 @@ fn frame(split: bool) -> Interval {
             "busy",
             99.0,
             Counters {
-                // 1.5 s of receive work done for it elsewhere (NET), 200 ms of work items (WORKQ).
-                served_ns: [1500 * MS, 0, 200 * MS],
-                served_items: [3000, 0, 40],
+                // 1.5 s of receive work done for it elsewhere (NET), 200 ms of work items (WORKQ),
+                // 300 ms of a server's work for its 120 requests (SERVER).
+                served_ns: [1500 * MS, 0, 200 * MS, 300 * MS],
+                served_items: [3000, 0, 40, 120],
                 ..counters(125 * S + 500 * MS, 2 * MS, &[(NET_RX, 8 * MS)], split)
             },
             split,

@@ -360,6 +360,8 @@ fn location(dict: &mut Dictionary, frames: &[&Frame]) -> i32 {
         FrameKind::Kernel => "kernel",
         FrameKind::Syscall => "syscall",
         FrameKind::Truncated => "abort-marker",
+        // As the OpenTelemetry eBPF profiler marks interpreted CPython frames.
+        FrameKind::Python => "cpython",
     };
     let attrs = vec![dict.str_attribute(FRAME_TYPE, kind)];
     // The innermost frame's offset is the sampled (or return) address.

@@ -91,6 +91,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             max_targets: opts.max_targets,
             probes: opts.probes.clone(),
             stack_bytes: opts.stack_bytes,
+            by_client: opts.by_client,
         }),
     };
     let mut collector = Collector::start(collector_opts)?;

@@ -49,6 +49,8 @@ pub struct RecordOptions {
     pub unwind_memory_mib: u32,
     /// Entries in the end-of-run summary.
     pub summary_rows: usize,
+    /// `--by client`: a server's samples carry the client it serves.
+    pub by_client: bool,
 }
 
 /// Bytes of the sample ring buffer: `ring_mib` when given, else room for a quarter second of

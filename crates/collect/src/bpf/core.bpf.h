@@ -347,9 +347,13 @@ static __always_inline void tag_open(struct pkprof_cpu *c, __u32 tag, __u64 key)
 	c->tag_ns = 0;
 }
 
-/* Task context: the current thread now runs work for thread `tid` (a work item's queuer). */
-static __always_inline void task_tag_open(struct pkprof_cpu *c, __u32 tid, __u32 worker)
+/*
+ * Task context: the current thread now runs work for thread `tid` (a work item's queuer, a
+ * server's client), on behalf of `chain`, whose hooks credit it.
+ */
+static __always_inline void task_tag_open(struct pkprof_cpu *c, __u32 chain, __u32 tid, __u32 worker)
 {
+	c->task_tag_chain = chain;
 	c->task_tag_tid = tid;
 	c->task_tag_worker = worker;
 	c->task_tag_ns = 0;
@@ -359,6 +363,12 @@ static __always_inline void task_tag_open(struct pkprof_cpu *c, __u32 tid, __u32
 static __always_inline bool task_tag_runs(const struct pkprof_cpu *c, __u32 tid)
 {
 	return c->task_tag_tid && c->task_tag_worker == tid;
+}
+
+/* The task tag of `chain` is open and thread `tid` is the one running its work. */
+static __always_inline bool task_tag_runs_for(const struct pkprof_cpu *c, __u32 chain, __u32 tid)
+{
+	return task_tag_runs(c, tid) && c->task_tag_chain == chain;
 }
 
 static __always_inline void task_tag_close(struct pkprof_cpu *c)

@@ -218,6 +218,41 @@ struct pkprof_owner {
 	__u64 since_ns;
 };
 
+/*
+ * The server chain (chains/server.bpf.h, docs/design.md "Server work billed to its clients"):
+ * `srv_writers` maps a channel (a pipe, the receiving end of a unix socket, a loopback TCP
+ * connection's direction) to the client whose data was queued last; `srv_reads` holds the channel
+ * a thread is reading in the syscall it is in; `srv_parked` the client of a marked thread that was
+ * preempted (its mark resumes when it runs again).
+ */
+enum pkprof_srv_channel {
+	PKPROF_SRV_PIPE = 1,
+	PKPROF_SRV_UNIX = 2,
+	PKPROF_SRV_TCP4 = 3,
+};
+
+struct pkprof_srv_key {
+	__u64 a; /* pipe: struct pipe_inode_info *; unix: receiving struct sock *; tcp4: src << 32 | dst */
+	__u64 b; /* channel kind (enum pkprof_srv_channel) | tcp4: src port << 16 | dst port << 32 */
+};
+
+struct pkprof_srv_mark {
+	__u32 tid;      /* the client thread (the beneficiary of the writer) */
+	__u32 pid;      /* its process */
+	__u64 since_ns; /* when the data was queued or the read began (for the sweep) */
+};
+
+struct pkprof_srv_read {
+	struct pkprof_srv_key key;
+	__u64 since_ns;
+	/* At the read's entry: the CPU's switch count and the thread's task time in this run, so a
+	 * read that did not block bills its own time to the client it reads from. */
+	__u64 switches;
+	__u64 run_ns;
+	__u32 cpu;
+	__u32 pad;
+};
+
 /* Value of the per-CPU `cpus` array (one entry, one copy per CPU). */
 struct pkprof_cpu {
 	/* Registers: what this CPU is doing now. */
@@ -277,6 +312,9 @@ struct pkprof_cpu {
 	__u32 switch_state;
 	__u32 pad_switch;
 	struct pkprof_lost lost;
+	/* The chain (enum pkprof_chain) that opened the task tag: its hooks credit it. */
+	__u32 task_tag_chain;
+	__u32 pad_task_tag;
 };
 
 /* ---- pkprof record: stack samples and the events that label held ones ---- */

@@ -15,6 +15,7 @@
 
 pub(crate) mod block_io;
 pub(crate) mod net_rx;
+pub(crate) mod server;
 pub(crate) mod wall;
 pub(crate) mod workqueue;
 
@@ -32,6 +33,7 @@ pub(crate) static CHAINS: &[&Chain] = &[
     &net_rx::CHAIN,
     &block_io::CHAIN,
     &workqueue::CHAIN,
+    &server::CHAIN,
     &wall::CHAIN,
 ];
 
@@ -248,6 +250,8 @@ mod tests {
         "workqueue:workqueue_execute_end",
         "sched:sched_wakeup",
         "sched:sched_wakeup_new",
+        "raw_syscalls:sys_enter",
+        "raw_syscalls:sys_exit",
     ];
 
     #[test]
@@ -259,42 +263,47 @@ mod tests {
             Option<(&'static str, &'static str)>,
         );
         let cases: &[Case] = &[
-            (&[], &["net_rx", "block_io", "workqueue", "wall"], None),
+            (&[], &["net_rx", "block_io", "workqueue", "server", "wall"], None),
             (
                 &["sched:sched_wakeup_new"],
-                &["net_rx", "block_io", "workqueue"],
+                &["net_rx", "block_io", "workqueue", "server"],
                 Some(("wall time", "sched:sched_wakeup_new")),
             ),
             (
                 &["block:block_rq_issue"],
-                &["net_rx", "workqueue", "wall"],
+                &["net_rx", "workqueue", "server", "wall"],
                 Some(("block I/O", "block:block_rq_issue")),
             ),
             (
                 &["workqueue:workqueue_execute_end"],
-                &["net_rx", "block_io", "wall"],
+                &["net_rx", "block_io", "server", "wall"],
                 Some(("workqueue", "workqueue:workqueue_execute_end")),
             ),
             (
                 &["sock:sk_data_ready"],
-                &["block_io", "workqueue", "wall"],
+                &["block_io", "workqueue", "server", "wall"],
                 Some(("network receive", "sock:sk_data_ready")),
             ),
             // One send tracepoint is enough; without both the chain is off.
             (
                 &["tcp:tcp_sendmsg_locked"],
-                &["net_rx", "block_io", "workqueue", "wall"],
+                &["net_rx", "block_io", "workqueue", "server", "wall"],
                 None,
             ),
             (
                 &["sock:sock_send_length"],
-                &["net_rx", "block_io", "workqueue", "wall"],
+                &["net_rx", "block_io", "workqueue", "server", "wall"],
                 None,
             ),
             (
                 &["tcp:tcp_sendmsg_locked", "sock:sock_send_length"],
-                &["block_io", "workqueue", "wall"],
+                &["block_io", "workqueue", "server", "wall"],
                 Some(("network receive", "sock:sock_send_length")),
+            ),
+            (
+                &["raw_syscalls:sys_exit"],
+                &["net_rx", "block_io", "workqueue", "wall"],
+                Some(("server", "raw_syscalls:sys_exit")),
             ),
         ];
         for (i, (absent, on, off)) in cases.iter().enumerate() {

@@ -47,6 +47,8 @@ pub struct RecordConfig {
     /// Bytes of user stack copied per sample for unwinding (a multiple of 8, at most
     /// [`MAX_STACK_BYTES`]; 0: frame pointers only).
     pub stack_bytes: u32,
+    /// A user thread serving a client (the server chain's mark) is labelled with the client.
+    pub by_client: bool,
 }
 
 /// `--count FUNC@BINARY`.

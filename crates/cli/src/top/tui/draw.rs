@@ -20,7 +20,7 @@ const COMMAND_MIN: u16 = 10;
 const COMMAND_CAP: u16 = 24;
 /// Numeric columns in the order they are kept as the terminal narrows: the headline figures,
 /// cumulative time, then the parts of the cost, then what is only shown with --syscalls.
-const PRIORITY: [usize; 12] = [CPU, COST, TIME, WAIT, BLOCKED, 5, 6, 7, 8, 10, 3, 4];
+const PRIORITY: [usize; 13] = [CPU, COST, TIME, WAIT, BLOCKED, 5, 6, 7, 8, 9, 11, 3, 4];
 
 fn name(col: usize, per_thread: bool) -> &'static str {
     match col {
@@ -250,11 +250,12 @@ mod tests {
 
     #[test]
     fn every_column_at_full_width_command_capped() {
-        // 158 cells held the 12 columns before WAIT% (6) and BLOCKED% (9) came, each after a space.
-        let cols = columns(158 + 17, COST);
-        assert_eq!(cols.len(), 14);
+        // 158 cells held the 12 columns before +SRV% (6), WAIT% (6) and BLOCKED% (9) came, each
+        // after a space.
+        let cols = columns(158 + 7 + 17, COST);
+        assert_eq!(cols.len(), 15);
         assert_eq!(cols.iter().find(|c| c.0 == COMMAND).unwrap().1, COMMAND_CAP);
-        assert!(total(&cols) <= 158 + 17);
+        assert!(total(&cols) <= 158 + 7 + 17);
     }
 
     #[test]

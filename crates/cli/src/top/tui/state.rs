@@ -12,11 +12,11 @@ use regex::{Regex, RegexBuilder};
 pub const ID: usize = 0;
 pub const COMMAND: usize = 1;
 pub const CPU: usize = 2;
-pub const COST: usize = 9;
-pub const TIME: usize = 11;
-pub const WAIT: usize = 12;
-pub const BLOCKED: usize = 13;
-pub const NCOLS: usize = 14;
+pub const COST: usize = 10;
+pub const TIME: usize = 12;
+pub const WAIT: usize = 13;
+pub const BLOCKED: usize = 14;
+pub const NCOLS: usize = 15;
 
 /// What the event loop must do after a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,8 +276,9 @@ fn number(r: &Row, col: usize) -> f64 {
         6 => r.net_pct,
         7 => r.block_pct,
         8 => r.workq_pct,
-        9 => r.cost_pct,
-        10 => r.billed_for_others_pct,
+        9 => r.server_pct,
+        10 => r.cost_pct,
+        11 => r.billed_for_others_pct,
         WAIT => r.wait_pct,
         BLOCKED => r.blocked_pct,
         _ => r.total.cost_ns() as f64,

@@ -11,6 +11,7 @@
 #include "chains/net_rx.bpf.h"
 #include "chains/block_io.bpf.h"
 #include "chains/workqueue.bpf.h"
+#include "chains/server.bpf.h"
 #include "chains/wall.bpf.h"
 
 #endif /* PKPROF_CHAINS_ALL_BPF_H */

@@ -19,7 +19,7 @@
 #define PKPROF_CHAINS_H
 
 #ifndef PKPROF_CHAINS
-#define PKPROF_CHAINS(CHAIN) CHAIN(net_rx, NET) CHAIN(block_io, BLOCK) CHAIN(workqueue, WORKQ)
+#define PKPROF_CHAINS(CHAIN) CHAIN(net_rx, NET) CHAIN(block_io, BLOCK) CHAIN(workqueue, WORKQ) CHAIN(server, SERVER)
 #endif
 
 /*

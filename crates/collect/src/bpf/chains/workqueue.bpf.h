@@ -56,7 +56,7 @@ static __always_inline int on_workqueue_execute_start_body(struct work_struct *w
 	tid = o->tid;
 	bpf_map_delete_elem(&works, &key);
 	charge(c, bpf_ktime_get_ns());
-	task_tag_open(c, tid, c->cur_tid);
+	task_tag_open(c, PKPROF_CHAIN_WORKQ, tid, c->cur_tid);
 	return 0;
 }
 
@@ -77,7 +77,7 @@ static __always_inline int on_workqueue_execute_end_body(struct work_struct *wor
 {
 	struct pkprof_cpu *c = this_cpu();
 
-	if (!c || !task_tag_runs(c, c->cur_tid))
+	if (!c || !task_tag_runs_for(c, PKPROF_CHAIN_WORKQ, c->cur_tid))
 		return 0;
 	charge(c, bpf_ktime_get_ns());
 	workqueue_credit(c, 1);
@@ -112,7 +112,7 @@ static __always_inline void workqueue_softirq_entry(struct pkprof_cpu *c, unsign
 static __always_inline void workqueue_switch_out(struct pkprof_cpu *c, struct pkprof_thread *prev_entry,
 						 __u32 prev_tid)
 {
-	if (!task_tag_runs(c, prev_tid))
+	if (!task_tag_runs_for(c, PKPROF_CHAIN_WORKQ, prev_tid))
 		return;
 	workqueue_credit(c, 0);
 	if (prev_entry)
@@ -131,7 +131,7 @@ static __always_inline void workqueue_switch_in(struct pkprof_cpu *c, struct tas
 	e = bpf_map_lookup_elem(&threads, &tid);
 	if (!e || !e->task_tag_tid)
 		return;
-	task_tag_open(c, e->task_tag_tid, tid);
+	task_tag_open(c, PKPROF_CHAIN_WORKQ, e->task_tag_tid, tid);
 	e->task_tag_tid = 0;
 }
 

@@ -20,6 +20,8 @@
 const volatile bool timer_on_stack = false;
 /* Bytes of user stack copied per sample (record --stack-bytes; 0: none). */
 const volatile __u32 stack_bytes = PKPROF_DEFAULT_STACK_BYTES;
+/* record --by client: a user thread under a task tag is labelled with its beneficiary. */
+const volatile bool label_by_client = false;
 
 
 
@@ -85,12 +87,22 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 		/* Task context: the current thread, or the queuer of the item a kworker runs. */
 		if (!cur->pid) {
 			s->ctx = PKPROF_SCTX_IDLE;
-		} else if (task_tag_runs(c, (__u32)cur->pid)) {
+		} else if (task_tag_runs(c, (__u32)cur->pid) && (cur->flags & PF_KTHREAD)) {
 			s->ctx = PKPROF_SCTX_KWORKER;
 			label_thread(s, c->task_tag_tid);
 		} else {
 			s->ctx = user ? PKPROF_SCTX_USER : PKPROF_SCTX_KERNEL;
-			label_thread(s, cur->pid);
+			/* record --by client: a user thread under a task tag (a server serving a
+			 * client) runs its own code for the tag's beneficiary: its stacks, the
+			 * beneficiary's label. */
+			__u32 who = cur->pid, tagged = c->task_tag_tid;
+
+			/* Both loaded first: one load from either pointer fails the verifier. */
+			barrier_var(who);
+			barrier_var(tagged);
+			if (label_by_client && task_tag_runs(c, who))
+				who = tagged;
+			label_thread(s, who);
 			if (!s->pid) { /* no entry yet (first slice since attach): ask the task */
 				s->pid = cur->tgid;
 				s->cgroup_id = bpf_get_current_cgroup_id();
