@@ -218,6 +218,7 @@ fn check(p: &Profile, r: &Request) {
             FrameKind::Kernel => "kernel",
             FrameKind::Syscall => "syscall",
             FrameKind::Truncated => "abort-marker",
+            FrameKind::Python => "cpython",
         };
         kinds.insert(
             (f.module.as_str(), f.name.as_str()),

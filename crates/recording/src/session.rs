@@ -243,8 +243,10 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             untracked_target_ns: self.rec.untracked_target_ns,
             costs: SampleCosts::default(),
             stop: StopReason::Duration,
+            python: PythonStats::default(),
         };
         let mut window = std::mem::replace(&mut self.rec, fresh);
+        window.python = std::mem::take(&mut self.python.stats);
         self.rec.processes.retain(|_, p| !p.exited);
         let live = &self.rec.processes;
         self.captures.retain(|pid, _| live.contains_key(pid));

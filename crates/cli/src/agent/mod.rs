@@ -99,6 +99,7 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
             max_targets: pkprof_collect::record::DEFAULT_MAX_TARGETS,
             probes: Vec::new(),
             stack_bytes: config.stack_bytes,
+            by_client: false,
         }),
         ..CollectorOptions::default()
     })?;
