@@ -60,7 +60,7 @@ bpf_s() { curl -s "http://127.0.0.1:19475/metrics" | awk '/^pkprof_bpf_prog_run_
 start_agent() {
   "$PKPROF" agent -F "$HZ" --store "$STORE/w" --socket "$SOCK" --listen 127.0.0.1:19475 2>"$OUT/agent-stderr.txt" &
   AGENT_PID=$!
-  for _ in $(seq 100); do grep -q "agent sampling at" "$OUT/agent-stderr.txt" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -q "agent sampling at" "$OUT/agent-stderr.txt" 2>/dev/null && break; sleep 0.1; done
   grep -q "agent sampling at" "$OUT/agent-stderr.txt" || { log "the agent did not start"; cat "$OUT/agent-stderr.txt" >&2; exit 1; }
   sleep 3 # past start-up (BPF load, kernel symbols): the steady state is measured
 }

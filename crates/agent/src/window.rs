@@ -75,15 +75,16 @@ impl WindowSink for MemoryWindows {
 /// Turns the accounting's totals since attach into each window's own figures.
 #[derive(Default)]
 pub struct Deltas {
-    /// Each live process's totals at the end of the last window (with its command: a reused PID
-    /// is another process).
+    /// Each live process's totals at the end of the last window.
     processes: HashMap<u32, ProcessInfo>,
     cpu_time: CpuTime,
     lost: Lost,
 }
 
 fn sub_process(now: &ProcessInfo, before: Option<&ProcessInfo>) -> ProcessInfo {
-    let Some(b) = before.filter(|b| b.comm == now.comm && b.task_ns <= now.task_ns) else {
+    // Not the command: it changes at exec. A PID reused after its process exited starts fresh
+    // (exited processes are forgotten); a total lower than before is another process too.
+    let Some(b) = before.filter(|b| b.task_ns <= now.task_ns) else {
         return now.clone();
     };
     ProcessInfo {
@@ -206,8 +207,15 @@ mod tests {
         let w = d.processes(&t, &none, 10);
         let got: Vec<(u32, u64)> = w.processes.iter().map(|p| (p.pid, p.task_ns)).collect();
         assert_eq!(got, [(1, 30), (3, 7)]);
-        // PID 2 was forgotten; reused by another command, it starts from its own total.
+        // An exec changes the command, not the process: still a difference.
+        t.insert(1, proc(1, "a-exec", 150, false));
+        t.remove(&2);
         t.remove(&3);
+        let w = d.processes(&t, &none, 10);
+        let got: Vec<(u32, u64)> = w.processes.iter().map(|p| (p.pid, p.task_ns)).collect();
+        assert_eq!(got, [(1, 20)]);
+        // PID 2 was forgotten at its exit: reused, it starts from its own total; a total lower
+        // than before is another process too.
         t.insert(1, proc(1, "a2", 20, false));
         t.insert(2, proc(2, "b2", 9, false));
         let w = d.processes(&t, &|pid| pid == 9, 1);
