@@ -142,15 +142,16 @@ service:
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
-            self.earlier += &std::fs::read_to_string(&self.output).unwrap_or_default();
+            let text = std::fs::read_to_string(&self.output).unwrap_or_default();
+            self.earlier += complete_lines(&text);
             let _ = std::fs::remove_file(&self.output);
         }
     }
 
     /// Every request the file exporter wrote so far.
     pub fn requests(&self) -> Vec<Request> {
-        let text =
-            self.earlier.clone() + &std::fs::read_to_string(&self.output).unwrap_or_default();
+        let now = std::fs::read_to_string(&self.output).unwrap_or_default();
+        let text = self.earlier.clone() + complete_lines(&now);
         text.lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| {
@@ -401,4 +402,10 @@ impl Request {
             .collect();
         Request { resources }
     }
+}
+
+/// The lines the file exporter finished writing: a line without its newline is still being
+/// written (or was cut by a kill) and is no request yet.
+fn complete_lines(text: &str) -> &str {
+    text.rfind('\n').map_or("", |end| &text[..=end])
 }

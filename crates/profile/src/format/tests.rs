@@ -139,7 +139,7 @@ fn unknown_enum_values_are_corrupt() {
         }
     ));
     let mut m = valid();
-    m.frames[0].kind = 3;
+    m.frames[0].kind = 4; // 3 is FRAME_KIND_PYTHON
     assert!(matches!(
         corruption(&m),
         Corruption::UnknownEnum {
