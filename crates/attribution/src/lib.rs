@@ -9,8 +9,10 @@ pub mod events;
 pub mod holds;
 pub mod targets;
 
-pub use events::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Served};
+pub use events::{
+    LinkEvent, LinkTarget, OffCpuEvent, SampleContext, SampleEvent, Served, WakerEvent,
+};
 pub use holds::{Holds, Resolution};
 /// Why a sample's user stack stops early (the profile's type, carried by [`SampleEvent`]).
-pub use pkprof_profile::Truncation;
+pub use pkprof_profile::{BlockReason, Truncation};
 pub use targets::TargetSet;

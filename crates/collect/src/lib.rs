@@ -35,5 +35,8 @@ pub use loader::{
     Collector, CollectorOptions, DEFAULT_MAX_TAGS, DEFAULT_MAX_THREADS, DEFAULT_TAG_EXPIRE_S,
 };
 pub use reader::syscall_name;
-pub use record::{EventRing, FuncCountRead, FuncProbe, RecordConfig, RecordEvent, RecordLost};
+pub use record::{
+    EventRing, FuncCountRead, FuncProbe, OffCpuConfig, OffCpuCounts, RecordConfig, RecordEvent,
+    RecordLost,
+};
 pub use tracefs::Tracefs;

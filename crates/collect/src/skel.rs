@@ -25,6 +25,10 @@ unsafe impl plain::Plain for types::pkprof_sample {}
 unsafe impl plain::Plain for types::pkprof_link {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_func_key {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_offcpu {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_offcpu_stats {}
 
 // The accounting crate sizes its per-chain columns without the BPF types: keep it in step with the
 // chain list (chains/chains.h; docs/design.md, "How a chain plugs in").

@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use pkprof_attribution::targets::CgroupTree;
 use pkprof_attribution::TargetSet;
 use pkprof_collect::{Collector, CollectorOptions, RecordConfig};
-use pkprof_profile::{FuncCount, TargetKind, Targets};
+use pkprof_profile::{FuncCount, OffCpu, OffCpuCounts, TargetKind, Targets};
 use pkprof_recording::meta::{self, KernelLost};
 use pkprof_recording::{Extras, Session, StopReason};
 use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
@@ -89,6 +89,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             max_targets: opts.max_targets,
             probes: opts.probes.clone(),
             stack_bytes: opts.stack_bytes,
+            off_cpu: opts.off_cpu.clone(),
         }),
     };
     let mut collector = Collector::start(collector_opts)?;
@@ -156,6 +157,10 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     .run(|| stop.check())?;
     let end_unix = meta::unix_ns();
     let record_lost = collector.record_lost()?;
+    let off_counts = match &opts.off_cpu {
+        Some(_) => Some(collector.offcpu_counts()?),
+        None => None,
+    };
     // A failed read of the call counts must not throw the recording away: said, and left out.
     let func_reads = collector.func_counts().unwrap_or_else(|e| {
         if !opts.probes.is_empty() {
@@ -212,9 +217,23 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             })
         })
         .collect();
+    let off_cpu = opts.off_cpu.as_ref().zip(off_counts).map(|(o, n)| OffCpu {
+        period_ns: o.period_ns,
+        wake_chain: o.wake_chain,
+        counts: OffCpuCounts {
+            blocks: n.blocks,
+            chosen: n.chosen,
+            ring_full: n.ring_full,
+            no_storage: n.no_storage,
+            exited_pending: n.exited_pending,
+            chain_truncated: n.chain_truncated,
+        },
+        groups: Vec::new(),
+    });
     let extras = Extras {
         func_counts,
         bpf_stats_unmeasured: opts.bpf_stats && !bpf_stats,
+        off_cpu,
     };
     let profile = pkprof_recording::profile(meta, &recorded, &mut symbolizer, extras);
     let bytes = out_file.commit(|w| Ok(pkprof_profile::write_profile(&profile, w)?))?;

@@ -47,6 +47,8 @@ pub struct RecordOptions {
     pub unwind_memory_mib: u32,
     /// Entries in the end-of-run summary.
     pub summary_rows: usize,
+    /// `--off-cpu`.
+    pub off_cpu: Option<pkprof_collect::OffCpuConfig>,
 }
 
 /// Bytes of the sample ring buffer: `ring_mib` when given, else room for a quarter second of

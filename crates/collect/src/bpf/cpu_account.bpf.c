@@ -18,6 +18,7 @@
 #include "record/links.bpf.h"
 #include "record/sample.bpf.h"
 #include "record/count.bpf.h"
+#include "record/offcpu.bpf.h"
 
 #include "chains/all.bpf.h"
 
@@ -102,7 +103,8 @@ static __always_inline void charge_untracked(struct pkprof_cpu *c, struct task_s
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
 {
 	struct pkprof_cpu *c = this_cpu();
 	__u64 now = bpf_ktime_get_ns();
@@ -187,6 +189,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		 */
 		c->mode = infer_mode(next);
 	}
+	offcpu_switch(prev, next, preempt ? 0 : prev_state, now);
 	return 0;
 }
 

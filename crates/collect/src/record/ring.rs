@@ -4,20 +4,26 @@
 use std::time::Duration;
 
 use libbpf_rs::{RingBuffer, RingBufferBuilder};
+use pkprof_attribution::BlockReason;
 use pkprof_attribution::Truncation;
-use pkprof_attribution::{LinkEvent, LinkTarget, SampleContext, SampleEvent, Served};
+use pkprof_attribution::{
+    LinkEvent, LinkTarget, OffCpuEvent, SampleContext, SampleEvent, Served, WakerEvent,
+};
 
 use crate::error::CollectError;
 use crate::loader::Collector;
 use crate::reader::comm_str;
 use crate::skel::types::{
     pkprof_event_kind as Kind, pkprof_hold as Hold, pkprof_link, pkprof_link_to as LinkTo,
-    pkprof_sample, pkprof_sample_ctx as Ctx, pkprof_sample_flags as Flags,
-    pkprof_stack_flags as StackFlags,
+    pkprof_offcpu, pkprof_sample, pkprof_sample_ctx as Ctx, pkprof_sample_flags as Flags,
+    pkprof_stack_flags as StackFlags, pkprof_waker, pkprof_waker_flags as WakerFlags,
 };
 
 const EV_SAMPLE: u32 = Kind::PKPROF_EV_SAMPLE.0;
 const EV_LINK: u32 = Kind::PKPROF_EV_LINK.0;
+const EV_OFFCPU: u32 = Kind::PKPROF_EV_OFFCPU.0;
+const WAKER_WAS_BLOCKED: u32 = WakerFlags::PKPROF_WAKER_WAS_BLOCKED.0;
+const WAKER_KTHREAD: u32 = WakerFlags::PKPROF_WAKER_KTHREAD.0;
 const FLAG_KTHREAD: u32 = Flags::PKPROF_SAMPLE_KTHREAD.0;
 const FLAG_TARGET: u32 = Flags::PKPROF_SAMPLE_TARGET.0;
 const STACK_USER_TRUNCATED: u32 = StackFlags::PKPROF_STACK_USER_TRUNCATED.0;
@@ -28,6 +34,7 @@ const STACK_BYTES_SHORT: u32 = StackFlags::PKPROF_STACK_BYTES_SHORT.0;
 pub enum RecordEvent {
     Sample(SampleEvent),
     Link(LinkEvent),
+    OffCpu(Box<OffCpuEvent>),
 }
 
 /// One u64 for a hold key (kind, value): the kind in the top byte. Values are kernel addresses
@@ -53,54 +60,89 @@ fn served(pid: u32, tid: u32, cgroup_id: u64, flags: u32, comm: &[i8]) -> Served
     }
 }
 
+/// A sample record's fields; `after`: the bytes that follow the record (its user stack's).
+fn sample(s: &pkprof_sample, after: &[u8]) -> Option<SampleEvent> {
+    let context = context(s.ctx, s.vec);
+    let hold = if s.hold_kind == Hold::PKPROF_HOLD_NONE {
+        0
+    } else {
+        hold_key(s.hold_kind, s.hold)
+    };
+    let served =
+        (hold == 0 && s.pid != 0).then(|| served(s.pid, s.tid, s.cgroup_id, s.flags, &s.comm));
+    Some(SampleEvent {
+        cpu: s.cpu,
+        time_ns: s.time_ns,
+        cur_pid: s.cur_pid,
+        cur_tid: s.cur_tid,
+        current_comm: comm_str(&s.comm),
+        served,
+        hold,
+        context,
+        orig_ax: s.orig_ax,
+        kstack: stack(&s.kstack, s.kstack_len),
+        ustack: stack(&s.ustack, s.ustack_len),
+        kstack_error: s.kstack_len < 0,
+        ustack_error: s.ustack_len < 0,
+        ustack_end: Some(Truncation::frame_pointer_walk(
+            s.stack_flags & STACK_USER_TRUNCATED != 0,
+        )),
+        user_ip: s.user_ip,
+        user_sp: s.user_sp,
+        user_bp: s.user_bp,
+        ustack_bytes: after.get(..s.ustack_bytes_len as usize)?.to_vec(),
+        ustack_bytes_short: s.stack_flags & STACK_BYTES_SHORT != 0,
+        build_ns: s.build_ns,
+    })
+}
+
+fn waker(w: &pkprof_waker) -> WakerEvent {
+    WakerEvent {
+        pid: w.pid,
+        tid: w.tid,
+        comm: comm_str(&w.comm),
+        context: context(w.ctx, w.vec),
+        kthread: w.flags & WAKER_KTHREAD != 0,
+        blocked: (w.flags & WAKER_WAS_BLOCKED != 0)
+            .then(|| (w.blocked_ns, BlockReason::from_index(w.reason))),
+    }
+}
+
+fn context(ctx: Ctx, vec: u32) -> SampleContext {
+    match ctx {
+        Ctx::PKPROF_SCTX_USER => SampleContext::User,
+        Ctx::PKPROF_SCTX_KERNEL => SampleContext::Kernel,
+        Ctx::PKPROF_SCTX_KWORKER => SampleContext::Kworker,
+        Ctx::PKPROF_SCTX_HARDIRQ => SampleContext::HardIrq,
+        Ctx::PKPROF_SCTX_SOFTIRQ => SampleContext::SoftIrq(vec as u8),
+        _ => SampleContext::Idle,
+    }
+}
+
 /// Decodes one record; None for a record of unknown kind or size.
 pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
     let kind = u32::from_ne_bytes(bytes.get(..4)?.try_into().ok()?);
     match kind {
         EV_SAMPLE => {
             let s = plain::from_bytes::<pkprof_sample>(bytes).ok()?;
-            let context = match s.ctx {
-                Ctx::PKPROF_SCTX_USER => SampleContext::User,
-                Ctx::PKPROF_SCTX_KERNEL => SampleContext::Kernel,
-                Ctx::PKPROF_SCTX_KWORKER => SampleContext::Kworker,
-                Ctx::PKPROF_SCTX_HARDIRQ => SampleContext::HardIrq,
-                Ctx::PKPROF_SCTX_SOFTIRQ => SampleContext::SoftIrq(s.vec as u8),
-                _ => SampleContext::Idle,
-            };
-            let hold = if s.hold_kind == Hold::PKPROF_HOLD_NONE {
-                0
-            } else {
-                hold_key(s.hold_kind, s.hold)
-            };
-            let served = (hold == 0 && s.pid != 0)
-                .then(|| served(s.pid, s.tid, s.cgroup_id, s.flags, &s.comm));
-            Some(RecordEvent::Sample(SampleEvent {
-                cpu: s.cpu,
-                time_ns: s.time_ns,
-                cur_pid: s.cur_pid,
-                cur_tid: s.cur_tid,
-                current_comm: comm_str(&s.comm),
-                served,
-                hold,
-                context,
-                orig_ax: s.orig_ax,
-                kstack: stack(&s.kstack, s.kstack_len),
-                ustack: stack(&s.ustack, s.ustack_len),
-                kstack_error: s.kstack_len < 0,
-                ustack_error: s.ustack_len < 0,
-                ustack_end: Some(Truncation::frame_pointer_walk(
-                    s.stack_flags & STACK_USER_TRUNCATED != 0,
-                )),
-                user_ip: s.user_ip,
-                user_sp: s.user_sp,
-                user_bp: s.user_bp,
-                ustack_bytes: bytes
-                    .get(size_of::<pkprof_sample>()..)?
-                    .get(..s.ustack_bytes_len as usize)?
-                    .to_vec(),
-                ustack_bytes_short: s.stack_flags & STACK_BYTES_SHORT != 0,
-                build_ns: s.build_ns,
-            }))
+            let after = bytes.get(size_of::<pkprof_sample>()..)?;
+            Some(RecordEvent::Sample(sample(s, after)?))
+        }
+        EV_OFFCPU => {
+            let o = plain::from_bytes::<pkprof_offcpu>(bytes).ok()?;
+            let after = bytes.get(size_of::<pkprof_offcpu>()..)?;
+            let n = (o.nr_chain as usize).min(o.chain.len());
+            Some(RecordEvent::OffCpu(Box::new(OffCpuEvent {
+                sample: sample(&o.s, after)?,
+                off_ns: o.off_ns,
+                offcpu_ns: o.offcpu_ns,
+                blocked_ns: o.blocked_ns,
+                weight_ns: o.weight_ns,
+                reason: BlockReason::from_index(o.reason),
+                chain: o.chain[..n].iter().map(waker).collect(),
+                waker_kstack: stack(&o.waker_kstack, o.waker_kstack_len),
+                waker_ustack: stack(&o.waker_ustack, o.waker_ustack_len),
+            })))
         }
         EV_LINK => {
             let l = plain::from_bytes::<pkprof_link>(bytes).ok()?;
