@@ -10,6 +10,9 @@ need_root
 apt_pkgs=(clang llvm bpftool libbpf-dev bpftrace libelf-dev zlib1g-dev pkg-config make gcc iproute2 linux-perf prometheus tmux curl strace graphviz tar xz-utils)
 # The man pages are checked with man -l, the zsh and fish completions by those shells.
 apt_pkgs+=(man-db zsh fish)
+# BCC's offcputime (libbpf-tools: CO-RE, tracepoints only; bpfcc-tools' needs kernel headers and
+# kprobes): the reference of record --off-cpu's test and cost bench.
+apt_pkgs+=(libbpf-tools)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
