@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Off-CPU cost benchmark (issue 12 §2, docs/design.md "Off-CPU samples"): what `record --off-cpu`
+# adds to a wakeup-heavy load (`perf bench sched messaging`), side by side with BCC's
+# `offcputime` (libbpf-tools) on the same load. Each round runs the load four ways, in a rotating
+# order: alone (B), under offcputime system-wide (O), under `pkprof record -a` (Q) and under
+# `pkprof record -a --off-cpu` (P). offcputime's cost is O - B; --off-cpu's is P - Q (the same
+# recording without off-CPU samples), and the goal is P - Q <= (O - B) / 2. Printed: medians of the
+# per-round differences (seconds of the load's own "Total time") and their ratio; pkprof's
+# off-CPU counts of the last run.
+#
+# Usage: bash bench/offcpu.sh [ROUNDS]     (default 8; run as root; needs perf and offcputime)
+# Env:   BENCH_GROUPS=G  BENCH_LOOPS=L     perf bench sched messaging -g G -l L (default 10, 500)
+#        BENCH_OFFCPU_ARGS="..."           extra pkprof args for P (e.g. --off-cpu-period 0)
+#        PKPROF=path                        a pkprof binary (default: cargo build --release)
+set -euo pipefail
+
+ROUNDS=${1:-8}
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "usage: bash bench/offcpu.sh [ROUNDS]" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "bench: must run as root (BPF)" >&2; exit 1; }
+command -v perf >/dev/null || { echo "bench: needs perf (Debian: linux-perf)" >&2; exit 1; }
+OFFCPUTIME=/usr/sbin/offcputime
+[ -x "$OFFCPUTIME" ] || { echo "bench: needs $OFFCPUTIME (Debian: libbpf-tools; scripts/setup.sh)" >&2; exit 1; }
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+OUT=bench/out
+mkdir -p "$OUT"
+export PATH="$HOME/.cargo/bin:$PATH"
+GROUPS_=${BENCH_GROUPS:-10}
+LOOPS=${BENCH_LOOPS:-500}
+log() { echo "bench: $*" >&2; }
+
+if [ -z "${PKPROF:-}" ]; then
+  log "building pkprof (cargo build --release -p pkprof)"
+  cargo build --release -p pkprof >&2
+  PKPROF="$ROOT/target/release/pkprof"
+fi
+RAW="$OUT/raw-offcpu.tsv"
+: >"$RAW"
+
+load() { perf bench sched messaging -g "$GROUPS_" -l "$LOOPS" 2>&1 | awk '/Total time/ {print $3}'; }
+
+start_pkprof() {
+  "$PKPROF" record -a "$@" -o "$OUT/offcpu.pkprof" >"$OUT/offcpu-summary.txt" 2>"$OUT/offcpu-stderr.txt" &
+  TRACER=$!
+  for _ in $(seq 300); do grep -q "recording at" "$OUT/offcpu-stderr.txt" 2>/dev/null && return; sleep 0.1; done
+  log "pkprof record did not start"; cat "$OUT/offcpu-stderr.txt" >&2; exit 1
+}
+
+measure() {
+  local mode=$1 value
+  TRACER=
+  case $mode in
+    O) "$OFFCPUTIME" 3600 >"$OUT/offcpu-offcputime.txt" 2>&1 & TRACER=$!; sleep 2 ;;
+    Q) start_pkprof ;;
+    # shellcheck disable=SC2086
+    P) start_pkprof --off-cpu ${BENCH_OFFCPU_ARGS:-} ;;
+  esac
+  value=$(load)
+  if [ -n "$TRACER" ]; then kill -INT "$TRACER"; wait "$TRACER" || true; fi
+  printf '%s\t%s\t%s\n' "$mode" "$ROUND" "$value" >>"$RAW"
+  sleep 0.5
+}
+
+orders=("B O Q P" "P Q O B" "O B P Q" "Q P B O")
+for ((r = 1; r <= ROUNDS; r++)); do
+  ROUND=$r
+  log "round $r/$ROUNDS"
+  for mode in ${orders[$(((r - 1) % 4))]}; do measure "$mode"; done
+done
+
+python3 - "$RAW" "$OUT/offcpu-summary.txt" <<'PY' | tee "$OUT/offcpu-latest.txt"
+import re, statistics, sys
+vals = {}
+for line in open(sys.argv[1]):
+    k, r, v = line.split("\t")
+    vals.setdefault(k, {})[int(r)] = float(v)
+rounds = sorted(set.intersection(*(set(v) for v in vals.values())))
+med = lambda xs: statistics.median(xs)
+d_off = [vals["O"][r] - vals["B"][r] for r in rounds]
+d_pk = [vals["P"][r] - vals["Q"][r] for r in rounds]
+d_all = [vals["P"][r] - vals["B"][r] for r in rounds]
+b = med([vals["B"][r] for r in rounds])
+print("perf bench sched messaging: seconds of the load (median of %d rounds); alone %.3f s" % (len(rounds), b))
+print("  offcputime (system-wide)         +%.3f s (%+.1f%%)" % (med(d_off), 100 * med(d_off) / b))
+print("  pkprof record -a --off-cpu vs -a +%.3f s (%+.1f%%)   [record -a --off-cpu vs nothing: +%.3f s]" % (med(d_pk), 100 * med(d_pk) / b, med(d_all)))
+if med(d_off) > 0:
+    print("  --off-cpu cost / offcputime's cost: %.2f (goal <= 0.5)" % (med(d_pk) / med(d_off)))
+print("  per-round (O-B, P-Q): " + " ".join("%.3f/%.3f" % (x, y) for x, y in zip(d_off, d_pk)))
+text = open(sys.argv[2]).read()
+m = re.search(r"^off-cpu: .*$", text, re.M)
+if m:
+    print("  last run: " + m.group(0))
+PY
