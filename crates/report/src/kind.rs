@@ -179,3 +179,120 @@ impl ViewBuilder<'_> {
         id
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pkprof_profile::{BlockReason, Meta, OffCpu, OffCpuGroup, Stack, WakeLink};
+
+    fn frame(name: &str, kind: FrameKind) -> Frame {
+        Frame {
+            kind,
+            name: name.into(),
+            module: "m".into(),
+            symbolized: true,
+            ..Frame::default()
+        }
+    }
+
+    /// One on-CPU group (3 samples of 10 ms) in `work`, and one off-CPU group of 1.5 ms blocked
+    /// in `read` -> `pipe_read`, woken by `writer` from `pipe_write`, itself woken by a softirq.
+    fn profile() -> Profile {
+        Profile {
+            meta: Meta {
+                period_ns: 10_000_000,
+                ..Meta::default()
+            },
+            frames: vec![
+                frame("work", FrameKind::User),
+                frame("read", FrameKind::User),
+                frame("pipe_read", FrameKind::Kernel),
+                frame("pipe_write", FrameKind::Kernel),
+                frame("write", FrameKind::User),
+            ],
+            stacks: vec![
+                Stack { frames: vec![0] },
+                Stack { frames: vec![1, 2] },
+                Stack { frames: vec![4, 3] },
+            ],
+            samples: vec![SampleGroup {
+                stack: 0,
+                pid: 7,
+                count: 3,
+                ..SampleGroup::default()
+            }],
+            off_cpu: Some(OffCpu {
+                groups: vec![OffCpuGroup {
+                    stack: 1,
+                    pid: 7,
+                    reason: BlockReason::Ipc,
+                    waker_stack: Some(2),
+                    chain: vec![
+                        WakeLink {
+                            pid: 8,
+                            comm: "writer".into(),
+                            context: Context::Syscall,
+                            blocked: Some(BlockReason::Sleep),
+                            ..WakeLink::default()
+                        },
+                        WakeLink {
+                            context: Context::SoftIrq(1),
+                            ..WakeLink::default()
+                        },
+                    ],
+                    chain_blocked_ns: vec![2_000_000, 0],
+                    count: 1,
+                    weight_ns: 1_500_400,
+                    ..OffCpuGroup::default()
+                }],
+                ..OffCpu::default()
+            }),
+            ..Profile::default()
+        }
+    }
+
+    fn names(p: &Profile, s: &SampleGroup) -> Vec<String> {
+        p.stack_frames(s.stack).map(|f| f.name.clone()).collect()
+    }
+
+    #[test]
+    fn off_view_draws_the_waker_above_the_blocked_stack() {
+        let v = view(&profile(), KindSelection::Off).unwrap();
+        assert_eq!(v.samples.len(), 1);
+        assert_eq!(v.samples[0].count, 1500); // µs, rounded
+        assert_eq!(v.meta.period_ns, VIEW_PERIOD_NS);
+        assert_eq!(
+            names(&v, &v.samples[0]),
+            [
+                "[off-cpu]",
+                "read",
+                "pipe_read",
+                "[blocked: ipc]",
+                "[--]",
+                "pipe_write",
+                "write",
+                "[woken by: writer 8, itself blocked 2.000 ms on sleep]",
+                "[which was woken by: softirq TIMER]",
+            ]
+        );
+    }
+
+    #[test]
+    fn both_view_counts_microseconds_under_kind_roots() {
+        let v = view(&profile(), KindSelection::Both).unwrap();
+        let on = &v.samples[0];
+        assert_eq!(names(&v, on), ["[on-cpu]", "work"]);
+        assert_eq!(on.count, 30_000); // 3 x 10 ms
+        assert_eq!(v.samples[1].count, 1500);
+        assert_eq!(v.meta.cpu_time.total_ns, 0);
+    }
+
+    #[test]
+    fn on_view_is_the_profile_and_off_needs_off_cpu_samples() {
+        let p = profile();
+        assert_eq!(view(&p, KindSelection::On).unwrap(), p);
+        let none = Profile { off_cpu: None, ..p };
+        assert!(view(&none, KindSelection::Off).is_err());
+        assert!(KindSelection::parse("sideways").is_err());
+    }
+}
