@@ -84,7 +84,14 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
                 // SAFETY: sysconf reads a system constant.
                 unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64,
                 opts.stack_bytes,
-            ),
+            )
+            // Off-CPU samples come at up to (threads blocked) / period a second, each with its
+            // stack bytes: room for them unless the size was given.
+            .max(if opts.off_cpu.is_some() && opts.ring_mib.is_none() {
+                OFF_CPU_RING_BYTES
+            } else {
+                0
+            }),
             follow_children: matches!(opts.target, Target::Command(_)),
             max_targets: opts.max_targets,
             probes: opts.probes.clone(),
@@ -254,6 +261,9 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     crate::stdout::write(text.as_bytes()).context("writing the summary")?;
     Ok(ended.map_or(0, Ended::exit_code))
 }
+
+/// The ring buffer's size with `--off-cpu` (unless `--ring-mib` is given): 64 MiB.
+const OFF_CPU_RING_BYTES: u32 = 64 << 20;
 
 /// What was profiled, as the profile describes it.
 fn targets(target: &Target, pids: &[u32]) -> Targets {

@@ -375,7 +375,7 @@ enum pkprof_offcpu_defaults {
 	PKPROF_MAX_WAKE_CHAIN = 8,
 	PKPROF_DEFAULT_WAKE_CHAIN = 4,
 	/* Off-CPU sampling period (record --off-cpu-period; 0: every block). */
-	PKPROF_DEFAULT_OFFCPU_PERIOD_US = 1000,
+	PKPROF_DEFAULT_OFFCPU_PERIOD_US = 10000,
 };
 
 /* Bits of pkprof_waker.flags. */
