@@ -41,33 +41,38 @@
 /* include/linux/socket.h */
 #define PKPROF_AF_UNIX 1
 
-/* What file descriptor `fd` of task t is, as a reason for waiting on it. */
+/*
+ * What file descriptor `fd` of task t is, as a reason for waiting on it. Every step is a direct
+ * load through kernel BTF (no probe-read helper call, which costs tens of ns each at every
+ * switch) except the descriptor table's slot, indexed by a run-time value.
+ */
 static __always_inline enum pkprof_block_reason fd_block_reason(struct task_struct *t, long fd)
 {
 	struct files_struct *files = t->files;
 	struct fdtable *fdt;
 	struct file **fds;
-	struct file *f = NULL;
+	struct file *slot = NULL, *f;
 	unsigned int mode;
 
 	if (!files || fd < 0)
 		return PKPROF_BLOCK_OTHER;
-	fdt = BPF_CORE_READ(files, fdt);
-	if (!fdt || (unsigned long)fd >= BPF_CORE_READ(fdt, max_fds))
+	fdt = files->fdt;
+	if (!fdt || (unsigned long)fd >= fdt->max_fds)
 		return PKPROF_BLOCK_OTHER;
-	fds = BPF_CORE_READ(fdt, fd);
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+	fds = fdt->fd;
+	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fds[fd]) || !slot)
 		return PKPROF_BLOCK_OTHER;
-	mode = BPF_CORE_READ(f, f_inode, i_mode) & PKPROF_S_IFMT;
+	f = bpf_core_cast(slot, struct file);
+	mode = f->f_inode->i_mode & PKPROF_S_IFMT;
 	if (mode == PKPROF_S_IFIFO)
 		return PKPROF_BLOCK_IPC;
 	if (mode == PKPROF_S_IFREG || mode == PKPROF_S_IFBLK)
 		return PKPROF_BLOCK_IO;
 	if (mode == PKPROF_S_IFSOCK) {
-		struct socket *sock = BPF_CORE_READ(f, private_data);
-		__u16 family = BPF_CORE_READ(sock, sk, __sk_common.skc_family);
+		struct socket *sock = bpf_core_cast(f->private_data, struct socket);
 
-		return family == PKPROF_AF_UNIX ? PKPROF_BLOCK_IPC : PKPROF_BLOCK_NET;
+		return sock->sk->__sk_common.skc_family == PKPROF_AF_UNIX ? PKPROF_BLOCK_IPC :
+									      PKPROF_BLOCK_NET;
 	}
 	return PKPROF_BLOCK_OTHER;
 }
@@ -123,17 +128,17 @@ static __always_inline enum pkprof_block_reason block_reason(struct task_struct 
 		return PKPROF_BLOCK_RUNNABLE;
 	if (!(prev_state & (PKPROF_TASK_INTERRUPTIBLE | PKPROF_TASK_UNINTERRUPTIBLE)))
 		return PKPROF_BLOCK_OTHER; /* stopped, traced, dead */
-	if (BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait))
+	if (BPF_CORE_READ_BITFIELD(prev, in_iowait))
 		return PKPROF_BLOCK_IO;
 	if (prev->flags & PF_KTHREAD)
 		return PKPROF_BLOCK_OTHER;
 #if defined(__TARGET_ARCH_x86)
 	{
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-		long nr = BPF_CORE_READ(regs, orig_ax);
+		long nr = regs->orig_ax;
 
 		if (nr >= 0)
-			return syscall_block_reason(prev, nr, BPF_CORE_READ(regs, di));
+			return syscall_block_reason(prev, nr, regs->di);
 	}
 #endif
 	return PKPROF_BLOCK_OTHER;

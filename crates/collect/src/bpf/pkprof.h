@@ -98,6 +98,23 @@ struct pkprof_acc {
 	struct pkprof_served claimed;
 };
 
+/*
+ * Why a thread is off its CPU (docs/design.md, "Wall time"): RUNNABLE means it still wants to run
+ * (preempted, or woken and waiting for a CPU: the runqueue wait); the others say what it waits
+ * for. Decided at switch-out by block_reason() (block_reason.bpf.h).
+ */
+enum pkprof_block_reason {
+	PKPROF_BLOCK_RUNNABLE = 0, /* preempted or woken: waiting for a CPU */
+	PKPROF_BLOCK_IO,           /* uninterruptible I/O wait (block layer, page cache) */
+	PKPROF_BLOCK_NET,          /* network socket receive/accept/connect */
+	PKPROF_BLOCK_IPC,          /* pipe, FIFO, unix socket */
+	PKPROF_BLOCK_LOCK,         /* futex */
+	PKPROF_BLOCK_SLEEP,        /* nanosleep, clock_nanosleep, pause */
+	PKPROF_BLOCK_POLL,         /* poll, select, epoll wait */
+	PKPROF_BLOCK_OTHER,        /* anything else */
+	PKPROF_BLOCK_NR,
+};
+
 /* Value of the `threads` hash map, keyed by thread id (kernel pid). */
 struct pkprof_thread {
 	__u32 pid;  /* thread group id: the process */
@@ -225,23 +242,6 @@ struct pkprof_cpu {
 	/* cur_tid's se.sum_exec_runtime when it was switched in (+1; 0 = unknown). */
 	__u64 sum_at_in;
 	struct pkprof_lost lost;
-};
-
-/*
- * Why a thread is off its CPU (docs/design.md, "Wall time"): RUNNABLE means it still wants to run
- * (preempted, or woken and waiting for a CPU: the runqueue wait); the others say what it waits
- * for. Decided at switch-out by block_reason() (block_reason.bpf.h).
- */
-enum pkprof_block_reason {
-	PKPROF_BLOCK_RUNNABLE = 0, /* preempted or woken: waiting for a CPU */
-	PKPROF_BLOCK_IO,           /* uninterruptible I/O wait (block layer, page cache) */
-	PKPROF_BLOCK_NET,          /* network socket receive/accept/connect */
-	PKPROF_BLOCK_IPC,          /* pipe, FIFO, unix socket */
-	PKPROF_BLOCK_LOCK,         /* futex */
-	PKPROF_BLOCK_SLEEP,        /* nanosleep, clock_nanosleep, pause */
-	PKPROF_BLOCK_POLL,         /* poll, select, epoll wait */
-	PKPROF_BLOCK_OTHER,        /* anything else */
-	PKPROF_BLOCK_NR,
 };
 
 /* ---- pkprof record: stack samples and the events that label held ones ---- */
