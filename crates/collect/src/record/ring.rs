@@ -441,4 +441,89 @@ mod tests {
         assert!(decode(bytes(&buf, len)).is_some());
         assert_eq!(decode(&bytes(&shifted, len + 1)[1..]), None);
     }
+
+    /// An off-CPU record: a blocked thread's sample (4 bytes of user stack after the record),
+    /// woken by a writer that a softirq had woken, the waker's kernel stack taken.
+    #[test]
+    fn decodes_an_off_cpu_sample_with_its_chain() {
+        const OFF: usize = size_of::<pkprof_offcpu>();
+        let mut buf = buffer(OFF + 4);
+        {
+            let b = bytes_mut(&mut buf);
+            for (i, x) in b[OFF..OFF + 4].iter_mut().enumerate() {
+                *x = i as u8 + 1;
+            }
+            let o = plain::from_mut_bytes::<pkprof_offcpu>(&mut b[..OFF]).unwrap();
+            o.s.kind = Kind::PKPROF_EV_OFFCPU;
+            o.s.pid = 10;
+            o.s.tid = 11;
+            o.s.cur_pid = 10;
+            o.s.cur_tid = 11;
+            o.s.ctx = Ctx::PKPROF_SCTX_KERNEL;
+            o.s.orig_ax = 0;
+            o.s.kstack[0] = 0xffff_ffff_8100_0030;
+            o.s.kstack_len = 8;
+            o.s.user_sp = 0x7ffd_0000;
+            o.s.ustack_bytes_len = 4;
+            set_comm(&mut o.s.comm, "reader");
+            o.off_ns = 1_000;
+            o.offcpu_ns = 30_000_000;
+            o.blocked_ns = 29_000_000;
+            o.weight_ns = 30_000_000;
+            o.reason = 3; // IPC
+            o.nr_chain = 2;
+            o.chain[0].pid = 10;
+            o.chain[0].tid = 12;
+            o.chain[0].ctx = Ctx::PKPROF_SCTX_KERNEL;
+            o.chain[0].flags = WAKER_WAS_BLOCKED;
+            o.chain[0].blocked_ns = 20_000_000;
+            o.chain[0].reason = 5; // SLEEP
+            set_comm(&mut o.chain[0].comm, "writer");
+            o.chain[1].ctx = Ctx::PKPROF_SCTX_SOFTIRQ;
+            o.chain[1].vec = 1;
+            o.chain[2].pid = 99; // beyond nr_chain: not read
+            o.waker_kstack[..2].copy_from_slice(&[0xffff_ffff_8100_0040, 0xffff_ffff_8100_0050]);
+            o.waker_kstack_len = 16;
+            o.waker_ustack_len = -14;
+        }
+        let Some(RecordEvent::OffCpu(o)) = decode(bytes(&buf, OFF + 4)) else {
+            panic!("not decoded as an off-CPU sample");
+        };
+        assert_eq!(o.sample.kstack, vec![0xffff_ffff_8100_0030]);
+        assert_eq!(o.sample.ustack_bytes, vec![1, 2, 3, 4]);
+        assert_eq!(o.sample.served.as_ref().map(|s| s.tid), Some(11));
+        assert_eq!(
+            (o.offcpu_ns, o.blocked_ns, o.weight_ns),
+            (30_000_000, 29_000_000, 30_000_000)
+        );
+        assert_eq!(o.reason, BlockReason::Ipc);
+        assert_eq!(
+            o.chain,
+            vec![
+                WakerEvent {
+                    pid: 10,
+                    tid: 12,
+                    comm: "writer".into(),
+                    context: SampleContext::Kernel,
+                    kthread: false,
+                    blocked: Some((20_000_000, BlockReason::Sleep)),
+                },
+                WakerEvent {
+                    pid: 0,
+                    tid: 0,
+                    comm: String::new(),
+                    context: SampleContext::SoftIrq(1),
+                    kthread: false,
+                    blocked: None,
+                },
+            ]
+        );
+        assert_eq!(
+            o.waker_kstack,
+            vec![0xffff_ffff_8100_0040, 0xffff_ffff_8100_0050]
+        );
+        assert!(o.waker_ustack.is_empty());
+        // Cut short of its stack bytes: not decodable.
+        assert_eq!(decode(bytes(&buf, OFF + 2)), None);
+    }
 }
