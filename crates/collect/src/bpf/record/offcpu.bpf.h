@@ -89,6 +89,19 @@ struct {
 	__type(value, struct pkprof_offcpu_stats);
 } offcpu_stats SEC(".maps");
 
+/*
+ * The thread switched in on this CPU with a sample waiting for its user stack (0: none), so that
+ * every syscall exit of the system costs one per-CPU load, not a task storage lookup. Valid from
+ * its switch-in until its call returns or it leaves the CPU (where a waiting sample is written):
+ * it cannot change CPU in between.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_armed SEC(".maps");
+
 static __always_inline struct pkprof_offcpu_stats *offcpu_counts(void)
 {
 	__u32 zero = 0;
@@ -301,6 +314,12 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 			n->no_storage++;
 		}
 	}
+	{
+		__u32 zero = 0, *armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
+
+		if (armed)
+			*armed = 0;
+	}
 	if (!next->pid)
 		return;
 	t = bpf_task_storage_get(&offcpu_tasks, next, NULL, 0);
@@ -366,7 +385,11 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	p->s.ustack_len = 0;
 	p->s.ustack_bytes_len = 0;
 	if (t->in_syscall) {
+		__u32 zero = 0, *armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
+
 		t->state = OFF_PENDING; /* the user stack, at its return (offcpu_sys_exit) */
+		if (armed)
+			*armed = next->pid;
 	} else {
 		/* Blocked outside a call (a page fault): its user registers are not at hand now;
 		 * written without a user stack. */
@@ -387,11 +410,16 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 /* sys_exit of the current thread: a pending sample takes its user stack now. */
 static __always_inline void offcpu_sys_exit(struct pt_regs *regs)
 {
+	__u32 zero = 0, *armed;
 	struct task_struct *cur;
 	struct offcpu_task *t;
 
 	if (!off_cpu)
 		return;
+	armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
+	if (!armed || !*armed || *armed != (__u32)bpf_get_current_pid_tgid())
+		return;
+	*armed = 0;
 	cur = bpf_get_current_task_btf();
 	t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
 	if (t && t->state == OFF_PENDING)
