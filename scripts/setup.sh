@@ -16,6 +16,9 @@ apt_pkgs+=(unzip)
 apt_pkgs+=(python3.11 python3-venv)
 # The server chain's real server (bench/server_redis.sh): redis-server, and redis-benchmark (redis-tools).
 apt_pkgs+=(redis-server redis-tools)
+# BCC's offcputime (libbpf-tools: CO-RE, tracepoints only; bpfcc-tools' needs kernel headers and
+# kprobes): the reference of record --off-cpu's test and cost bench.
+apt_pkgs+=(libbpf-tools)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

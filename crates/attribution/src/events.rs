@@ -116,3 +116,35 @@ pub struct LinkEvent {
     pub from: u64,
     pub to: LinkTarget,
 }
+
+/// Who woke a blocked thread (an entry of a wake chain), as the kernel saw it at the wakeup.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WakerEvent {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// Task context (Kernel: the waker was in a syscall or a kernel thread), or the interrupt.
+    pub context: SampleContext,
+    pub kthread: bool,
+    /// The waker had itself been woken just before: how long it had been blocked, and why.
+    pub blocked: Option<(u64, pkprof_profile::BlockReason)>,
+}
+
+/// One off-CPU sample (`record --off-cpu`): the blocked thread's stacks and labels in `sample`
+/// (its user stack taken when its blocking call returned), the off period and its weight, and
+/// the wake chain: `chain[0]` woke it, `chain[i + 1]` woke `chain[i]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OffCpuEvent {
+    pub sample: SampleEvent,
+    pub off_ns: u64,
+    /// Switch-out to switch-in, and to the wakeup (0: no wakeup seen).
+    pub offcpu_ns: u64,
+    pub blocked_ns: u64,
+    /// The off time this sample stands for (sampling scaled).
+    pub weight_ns: u64,
+    pub reason: pkprof_profile::BlockReason,
+    pub chain: Vec<WakerEvent>,
+    /// The waker's stacks (leaf first; the user one a frame-pointer walk), empty if not taken.
+    pub waker_kstack: Vec<u64>,
+    pub waker_ustack: Vec<u64>,
+}

@@ -9,8 +9,11 @@ pub mod events;
 pub mod holds;
 pub mod targets;
 
-pub use events::{LinkEvent, LinkTarget, PyRawFrame, PyWalk, SampleContext, SampleEvent, Served};
+pub use events::{
+    LinkEvent, LinkTarget, OffCpuEvent, PyRawFrame, PyWalk, SampleContext, SampleEvent, Served,
+    WakerEvent,
+};
 pub use holds::{Holds, Resolution};
 /// Why a sample's user stack stops early (the profile's type, carried by [`SampleEvent`]).
-pub use pkprof_profile::Truncation;
+pub use pkprof_profile::{BlockReason, Truncation};
 pub use targets::TargetSet;

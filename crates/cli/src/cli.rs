@@ -381,6 +381,7 @@ const RECORD_EXAMPLES: &str = "Examples:
   pkprof record -a --duration 10 -F 999  the whole system, 999 samples/s per CPU
   pkprof record --syscalls --count compress@./app -- ./app   exact syscall and call counts too
   pkprof record --by client -a --duration 10   a server's samples labelled with the client it serves
+  pkprof record --off-cpu -- ./server    where it blocked too, for how long, and who woke it
 Work done for the targets in interrupts (network receive, block I/O completion) and by kworkers is
 labelled with the target; work for other processes is OTHER, system work KERNEL.";
 
@@ -443,6 +444,17 @@ pub struct RecordArgs {
     /// socket, loopback TCP) until it blocks, with that client instead of the server.
     #[arg(long, value_enum)]
     by: Option<RecordBy>,
+    /// Off-CPU samples too: where each thread blocked (user + kernel stack, reason), weighted by
+    /// the time until it ran again, with who woke it and the chain of wakers before.
+    #[arg(long)]
+    off_cpu: bool,
+    /// Off-CPU sampling period, µs: a block of d µs is taken with probability d/period and then
+    /// stands for the period; blocks of a period or more are all taken (0: every block).
+    #[arg(long, value_name = "US", default_value_t = pkprof_collect::record::DEFAULT_OFFCPU_PERIOD_US, requires = "off_cpu")]
+    off_cpu_period: u32,
+    /// Wakers kept per off-CPU sample: who woke it, who woke that one just before, ...
+    #[arg(long, value_name = "N", default_value_t = pkprof_collect::record::DEFAULT_WAKE_CHAIN, value_parser = clap::value_parser!(u32).range(1..=pkprof_collect::record::MAX_WAKE_CHAIN as i64), requires = "off_cpu")]
+    wake_chain: u32,
 }
 
 /// Whom `record --by` labels samples with.
@@ -499,7 +511,13 @@ impl RecordArgs {
         } else {
             Target::System
         };
+        let off_cpu = self.off_cpu.then(|| pkprof_collect::OffCpuConfig {
+            period_ns: u64::from(self.off_cpu_period) * 1000,
+            wake_chain: self.wake_chain,
+            all: matches!(target, Target::System | Target::Cgroup(_)),
+        });
         RecordOptions {
+            off_cpu,
             target,
             duration: self.duration.map(std::time::Duration::from_secs_f64),
             frequency_hz: self.freq,
@@ -685,6 +703,7 @@ const REPORT_EXAMPLES: &str = "Examples:
   pkprof report pkprof.data --dcpi --group 'select() and related=sys_(p?select|poll)|do_select|do_sys_poll'
   pkprof report pkprof.data --bucket process,other --comm '^nginx'
   pkprof report pkprof.data --format pprof -o cpu.pb.gz     then: go tool pprof -top cpu.pb.gz
+  pkprof report pkprof.data --kind off --format folded       off-CPU stacks with their wakers
   pkprof report pkprof.data --format folded | inferno-flamegraph > flame.svg
   pkprof report pkprof.data --format speedscope -o p.speedscope.json
   pkprof report pkprof.data --format html -o profile.html
@@ -716,6 +735,11 @@ pub struct ReportArgs {
     /// DIR/.debug/.
     #[arg(long = "symbols", value_name = "DIR")]
     symbols: Vec<PathBuf>,
+    /// Which samples: on-CPU, off-CPU (record --off-cpu: blocked time, with the waker's stack
+    /// above the blocked one after a `--` frame), or both (counts in µs, roots `[on-cpu]` and
+    /// `[off-cpu]`).
+    #[arg(long, value_name = "on|off|both", default_value = "on", value_parser = pkprof_report::kind::KindSelection::parse)]
+    kind: pkprof_report::kind::KindSelection,
     #[command(flatten)]
     sections: SectionArgs,
     #[command(flatten)]
@@ -890,6 +914,7 @@ impl ReportArgs {
             select: self.select.into_options(),
             format: self.output.format,
             output: self.output.output,
+            kind: self.kind,
         }
     }
 }

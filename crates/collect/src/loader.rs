@@ -121,6 +121,9 @@ fn attach_plan<'a>(skel: &'a CpuAccountSkel<'static>, chains: &[&Chain]) -> Atta
         &p.on_sys_exit,
         &p.on_page_fault_user,
         &p.on_target_free,
+        &p.on_offcpu_waking,
+        &p.on_offcpu_sys_exit,
+        &p.on_offcpu_exit,
     ];
     for chain in chains {
         list.extend((chain.programs)(p));
@@ -184,12 +187,21 @@ impl Collector {
                     ro.wakeup_bytes = u64::from(rec.ring_bytes / 4);
                     ro.stack_bytes = rec.stack_bytes;
                     ro.label_by_client = rec.by_client;
+                    if let Some(off) = &rec.off_cpu {
+                        ro.off_cpu = true;
+                        ro.off_cpu_all = off.all;
+                        ro.off_cpu_period_ns = off.period_ns;
+                        ro.wake_chain_depth = off.wake_chain;
+                    }
                 }
             }
             if let Some(rec) = &options.record {
                 open.maps.events.set_max_entries(rec.ring_bytes)?;
                 open.maps.targets.set_max_entries(rec.max_targets)?;
                 open.maps.sample_scratch.set_max_entries(cpus as u32)?;
+                if rec.off_cpu.is_some() {
+                    open.maps.offcpu_scratch.set_max_entries(cpus as u32)?;
+                }
             }
             let recording = options.record.is_some();
             let counting = options
@@ -200,6 +212,10 @@ impl Collector {
             progs.on_sample.set_autoload(recording);
             progs.on_target_free.set_autoload(recording);
             progs.on_func_entry.set_autoload(counting);
+            let off_cpu = options.record.as_ref().is_some_and(|r| r.off_cpu.is_some());
+            progs.on_offcpu_waking.set_autoload(off_cpu);
+            progs.on_offcpu_sys_exit.set_autoload(off_cpu);
+            progs.on_offcpu_exit.set_autoload(off_cpu);
             open.maps.threads.set_max_entries(options.max_threads)?;
             progs.on_sys_enter.set_autoload(options.syscalls);
             progs.on_sys_exit.set_autoload(options.syscalls);

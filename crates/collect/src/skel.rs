@@ -33,6 +33,10 @@ unsafe impl plain::Plain for types::pkprof_srv_key {}
 unsafe impl plain::Plain for types::pkprof_srv_mark {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_srv_read {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_offcpu {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_offcpu_stats {}
 
 // The accounting crate sizes its per-chain columns without the BPF types: keep it in step with the
 // chain list (chains/chains.h; docs/design.md, "How a chain plugs in").

@@ -97,6 +97,11 @@ impl ProfileBuilder {
         self.profile.syscalls.push(stat);
     }
 
+    /// The off-CPU samples (`record --off-cpu`), set once their stacks are interned here.
+    pub fn off_cpu(&mut self, off: OffCpu) {
+        self.profile.off_cpu = Some(off);
+    }
+
     pub fn func_count(&mut self, count: FuncCount) {
         self.profile.func_counts.push(count);
     }

@@ -24,6 +24,8 @@ pub struct Profile {
     pub func_counts: Vec<FuncCount>,
     /// Paths of the cgroups samples name by id ([`SampleGroup::cgroup_id`]), where known.
     pub cgroups: Vec<CgroupInfo>,
+    /// Off-CPU samples (`record --off-cpu`): the second sample kind, with weights.
+    pub off_cpu: Option<OffCpu>,
 }
 
 /// Self-description of a recording.
@@ -417,4 +419,141 @@ impl Profile {
             .iter()
             .map(|f| &self.frames[*f as usize])
     }
+}
+
+/// The kinds of samples a profile holds: on-CPU (cpu-clock, each one period) and off-CPU
+/// (blocked time, each with its own weight).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SampleKind {
+    #[default]
+    OnCpu,
+    OffCpu,
+}
+
+impl SampleKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            SampleKind::OnCpu => "on-cpu",
+            SampleKind::OffCpu => "off-cpu",
+        }
+    }
+}
+
+/// Why a thread was off its CPU (pkprof.h's `enum pkprof_block_reason`, same order).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BlockReason {
+    /// Runnable: waiting for a CPU.
+    Runnable,
+    /// Uninterruptible I/O wait.
+    Io,
+    /// A network socket.
+    Net,
+    /// A pipe, FIFO or unix socket.
+    Ipc,
+    /// A futex.
+    Lock,
+    Sleep,
+    /// poll, select, epoll.
+    Poll,
+    #[default]
+    Other,
+}
+
+impl BlockReason {
+    pub const ALL: [BlockReason; 8] = [
+        BlockReason::Runnable,
+        BlockReason::Io,
+        BlockReason::Net,
+        BlockReason::Ipc,
+        BlockReason::Lock,
+        BlockReason::Sleep,
+        BlockReason::Poll,
+        BlockReason::Other,
+    ];
+
+    /// The reason as reports print it (and as a frame name: `[off-cpu: sleep]`).
+    pub fn label(self) -> &'static str {
+        match self {
+            BlockReason::Runnable => "runnable",
+            BlockReason::Io => "io",
+            BlockReason::Net => "net",
+            BlockReason::Ipc => "ipc",
+            BlockReason::Lock => "lock",
+            BlockReason::Sleep => "sleep",
+            BlockReason::Poll => "poll",
+            BlockReason::Other => "other",
+        }
+    }
+
+    /// From the kernel's value (anything unknown is Other).
+    pub fn from_index(i: u32) -> BlockReason {
+        BlockReason::ALL
+            .get(i as usize)
+            .copied()
+            .unwrap_or(BlockReason::Other)
+    }
+}
+
+/// Off-CPU samples of a recording (`record --off-cpu`; docs/design.md, "Off-CPU samples").
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OffCpu {
+    /// Sampling period of off time: a block of d ns was taken with probability
+    /// min(1, d / period) and weighs max(d, period); 0: every block was taken.
+    pub period_ns: u64,
+    /// Wake-chain entries kept.
+    pub wake_chain: u32,
+    pub counts: OffCpuCounts,
+    pub groups: Vec<OffCpuGroup>,
+}
+
+/// What the kernel side followed and lost.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OffCpuCounts {
+    /// Blocks of sampled threads, and those chosen as samples.
+    pub blocks: u64,
+    pub chosen: u64,
+    /// Chosen samples lost: the ring buffer was full.
+    pub ring_full: u64,
+    /// Blocks not followed (no task storage).
+    pub no_storage: u64,
+    /// Samples without a user stack: the thread exited before its blocking call returned.
+    pub exited_pending: u64,
+    /// Wake chains cut at the depth limit.
+    pub chain_truncated: u64,
+}
+
+/// One entry of a wake chain: who woke the thread (entry 0) or woke the entry before.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WakeLink {
+    /// The waking task (for interrupt work: the interrupted one, which says nothing).
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// Task context (Syscall / KernelTask), or the interrupt it woke from.
+    pub context: Context,
+    /// The waker had itself been woken just before from a block of this reason (the next entry
+    /// woke it); None: it was not (the chain ends here).
+    pub blocked: Option<BlockReason>,
+}
+
+/// Off-CPU samples with the same blocked stack, labels, reason, waker and chain.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OffCpuGroup {
+    /// The blocked thread's stack (user, then kernel down to where it blocked).
+    pub stack: StackId,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub bucket: Bucket,
+    pub cgroup_id: u64,
+    pub reason: BlockReason,
+    /// The waker's stack (kernel, and user frames of a waker in task context), if taken.
+    pub waker_stack: Option<StackId>,
+    /// Who woke it, then who woke the waker, ... (empty: no wakeup was seen).
+    pub chain: Vec<WakeLink>,
+    /// Per chain entry: how long that waker had been blocked before it was woken, summed.
+    pub chain_blocked_ns: Vec<u64>,
+    /// Samples, and the off-CPU time they stand for (switch-out to switch-in).
+    pub count: u64,
+    pub weight_ns: u64,
 }

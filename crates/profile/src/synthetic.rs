@@ -338,6 +338,7 @@ pub fn rich() -> Profile {
         });
     }
     Profile {
+        off_cpu: None,
         meta: Meta {
             pkprof_version: "0.1.0".to_string(),
             kernel: "6.1.0-18-amd64".to_string(),

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use pkprof_attribution::{SampleContext, Served, Truncation};
+use pkprof_attribution::{BlockReason, SampleContext, Served, Truncation};
 use pkprof_profile::{Bucket, Frame};
 
 use crate::python::PyFrameRef;
@@ -32,6 +32,35 @@ pub struct Labels {
     pub syscall: Option<u32>,
 }
 
+/// One entry of an off-CPU sample's wake chain, as a label (its blocked time is summed apart).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WakeLabel {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub context: SampleContext,
+    pub blocked: Option<BlockReason>,
+}
+
+/// The labels an off-CPU group carries (`record --off-cpu`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OffLabels {
+    pub labels: Labels,
+    pub reason: BlockReason,
+    /// Raw stack id of the waker's stacks.
+    pub waker_stack: Option<u32>,
+    pub chain: Vec<WakeLabel>,
+}
+
+/// Sums of one off-CPU group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OffSums {
+    pub count: u64,
+    pub weight_ns: u64,
+    /// Per chain entry, the blocked time of that waker before its wakeup.
+    pub chain_blocked_ns: Vec<u64>,
+}
+
 #[derive(Default)]
 pub struct Aggregate {
     stacks: Vec<RawStack>,
@@ -44,6 +73,7 @@ pub struct Aggregate {
     /// Python frames, named while their processes lived (ids of [`PyFrameRef`]).
     python: Vec<Frame>,
     python_ids: HashMap<Frame, u32>,
+    off_groups: HashMap<(u32, OffLabels), OffSums>,
 }
 
 impl Aggregate {
@@ -68,13 +98,15 @@ impl Aggregate {
         self.groups.len()
     }
 
-    pub fn add(&mut self, stack: RawStack, labels: Labels) {
-        let (max_stacks, max_groups) = self.limits.unwrap_or((usize::MAX, usize::MAX));
-        let id = match self.stack_ids.get(&stack) {
+    /// The id of a raw stack, interned; None when the stack limit is reached (counted as
+    /// dropped).
+    pub fn stack_id(&mut self, stack: RawStack) -> Option<u32> {
+        let max_stacks = self.limits.map_or(usize::MAX, |l| l.0);
+        Some(match self.stack_ids.get(&stack) {
             Some(id) => *id,
             None if self.stacks.len() >= max_stacks => {
                 self.dropped += 1;
-                return;
+                return None;
             }
             None => {
                 let id = self.stacks.len() as u32;
@@ -82,6 +114,13 @@ impl Aggregate {
                 self.stack_ids.insert(stack, id);
                 id
             }
+        })
+    }
+
+    pub fn add(&mut self, stack: RawStack, labels: Labels) {
+        let max_groups = self.limits.map_or(usize::MAX, |l| l.1);
+        let Some(id) = self.stack_id(stack) else {
+            return;
         };
         let key = (id, labels);
         if let Some(n) = self.groups.get_mut(&key) {
@@ -106,6 +145,33 @@ impl Aggregate {
 
     pub fn python_frames(&self) -> &[Frame] {
         &self.python
+    }
+
+    /// One off-CPU sample of `weight_ns`, blocked in `stack`; `chain_blocked_ns[i]` is how long
+    /// chain entry i had been blocked itself.
+    pub fn add_off(
+        &mut self,
+        stack: RawStack,
+        labels: OffLabels,
+        weight_ns: u64,
+        chain_blocked_ns: &[u64],
+    ) {
+        let Some(id) = self.stack_id(stack) else {
+            return;
+        };
+        let sums = self.off_groups.entry((id, labels)).or_default();
+        sums.count += 1;
+        sums.weight_ns += weight_ns;
+        if sums.chain_blocked_ns.len() < chain_blocked_ns.len() {
+            sums.chain_blocked_ns.resize(chain_blocked_ns.len(), 0);
+        }
+        for (sum, ns) in sums.chain_blocked_ns.iter_mut().zip(chain_blocked_ns) {
+            *sum += ns;
+        }
+    }
+
+    pub fn off_groups(&self) -> impl Iterator<Item = (u32, &OffLabels, &OffSums)> {
+        self.off_groups.iter().map(|((id, l), s)| (*id, l, s))
     }
 
     pub fn stacks(&self) -> &[RawStack] {

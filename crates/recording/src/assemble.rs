@@ -15,8 +15,8 @@ use std::time::Instant;
 
 use pkprof_attribution::{SampleContext, Truncation};
 use pkprof_profile::{
-    Context, Frame, FrameId, FrameKind, FuncCount, Meta, Profile, ProfileBuilder, SampleGroup,
-    SyscallStat, UserStacks,
+    Context, Frame, FrameId, FrameKind, FuncCount, Meta, OffCpu, OffCpuGroup, Profile,
+    ProfileBuilder, SampleGroup, SyscallStat, UserStacks, WakeLink,
 };
 
 use crate::aggregate::{Aggregate, RawStack};
@@ -171,9 +171,15 @@ fn stack_frames(
     }
 }
 
-/// Adds every sample group of `agg` to the builder; returns the samples whose Python frames did
-/// not match their native stack's interpreter-loop frames one for one.
-pub fn add_samples(agg: &Aggregate, sym: &mut impl Symbols, b: &mut ProfileBuilder) -> u64 {
+/// Adds every sample group of `agg` to the builder; with `off_cpu` (its settings and counts),
+/// the off-CPU groups too. Returns the samples whose Python frames did not match their native
+/// stack's interpreter-loop frames one for one.
+pub fn add_samples(
+    agg: &Aggregate,
+    sym: &mut impl Symbols,
+    b: &mut ProfileBuilder,
+    off_cpu: Option<OffCpu>,
+) -> u64 {
     let syms = symbolize(agg, sym, b);
     let python: Vec<FrameId> = agg
         .python_frames()
@@ -203,15 +209,7 @@ pub fn add_samples(agg: &Aggregate, sym: &mut impl Symbols, b: &mut ProfileBuild
             unmatched += count;
         }
         let syscall = labels.syscall.filter(|_| *in_syscall);
-        let context = match labels.context {
-            SampleContext::User => Context::User,
-            SampleContext::Kernel if syscall.is_some() => Context::Syscall,
-            SampleContext::Kernel => Context::KernelTask,
-            SampleContext::Kworker => Context::Kworker,
-            SampleContext::HardIrq => Context::HardIrq,
-            SampleContext::SoftIrq(v) => Context::SoftIrq(v),
-            SampleContext::Idle => Context::Idle,
-        };
+        let context = context(labels.context, syscall.is_some());
         let stack = *stack_ids.entry((raw, syscall)).or_insert_with(|| {
             let mut frames = user.clone();
             if let Some(nr) = syscall {
@@ -240,7 +238,76 @@ pub fn add_samples(agg: &Aggregate, sym: &mut impl Symbols, b: &mut ProfileBuild
         });
     }
     b.meta_mut().user_stacks = user_stacks;
+    if let Some(off) = off_cpu {
+        let groups = agg
+            .off_groups()
+            .map(|(raw, l, sums)| {
+                let StackParts {
+                    user,
+                    kernel,
+                    in_syscall,
+                    ..
+                } = &parts[raw as usize];
+                let syscall = l.labels.syscall.filter(|_| *in_syscall);
+                let stack = *stack_ids.entry((raw, syscall)).or_insert_with(|| {
+                    let mut frames = user.clone();
+                    if let Some(nr) = syscall {
+                        frames.push(b.frame(syscall_frame(nr, &sym.syscall_name(nr))));
+                    }
+                    frames.extend_from_slice(kernel);
+                    b.stack(frames)
+                });
+                let waker_stack = l.waker_stack.map(|w| {
+                    *stack_ids.entry((w, None)).or_insert_with(|| {
+                        let p = &parts[w as usize];
+                        let mut frames = p.user.clone();
+                        frames.extend_from_slice(&p.kernel);
+                        b.stack(frames)
+                    })
+                });
+                let served = l.labels.served.as_ref();
+                OffCpuGroup {
+                    stack,
+                    pid: served.map_or(0, |s| s.pid),
+                    tid: served.map_or(0, |s| s.tid),
+                    comm: served.map_or_else(|| l.labels.current_comm.clone(), |s| s.comm.clone()),
+                    bucket: l.labels.bucket,
+                    cgroup_id: served.map_or(0, |s| s.cgroup_id),
+                    reason: l.reason,
+                    waker_stack,
+                    chain: l
+                        .chain
+                        .iter()
+                        .map(|w| WakeLink {
+                            pid: w.pid,
+                            tid: w.tid,
+                            comm: w.comm.clone(),
+                            context: context(w.context, true),
+                            blocked: w.blocked,
+                        })
+                        .collect(),
+                    chain_blocked_ns: sums.chain_blocked_ns.clone(),
+                    count: sums.count,
+                    weight_ns: sums.weight_ns,
+                }
+            })
+            .collect();
+        b.off_cpu(OffCpu { groups, ..off });
+    }
     unmatched
+}
+
+/// The profile's context of a sample taken in `c` (`syscall`: kernel mode inside a call).
+fn context(c: SampleContext, syscall: bool) -> Context {
+    match c {
+        SampleContext::User => Context::User,
+        SampleContext::Kernel if syscall => Context::Syscall,
+        SampleContext::Kernel => Context::KernelTask,
+        SampleContext::Kworker => Context::Kworker,
+        SampleContext::HardIrq => Context::HardIrq,
+        SampleContext::SoftIrq(v) => Context::SoftIrq(v),
+        SampleContext::Idle => Context::Idle,
+    }
 }
 
 /// The profile's lines about Python: interpreters found or not supported, and how the frame
@@ -298,6 +365,8 @@ pub struct Extras {
     pub func_counts: Vec<FuncCount>,
     /// BPF stats were asked for but the kernel did not time pkprof's programs.
     pub bpf_stats_unmeasured: bool,
+    /// `record --off-cpu`: its settings and the kernel side's counts (groups filled here).
+    pub off_cpu: Option<OffCpu>,
 }
 
 /// The profile of a recording: `meta` (see `meta::build`), the samples symbolized through `sym`
@@ -307,7 +376,7 @@ pub struct Extras {
 pub fn profile(meta: Meta, recorded: &Recorded, sym: &mut impl Symbols, extras: Extras) -> Profile {
     let mut builder = ProfileBuilder::new(meta);
     let sym_start = Instant::now();
-    let unmatched = add_samples(&recorded.aggregate, sym, &mut builder);
+    let unmatched = add_samples(&recorded.aggregate, sym, &mut builder, extras.off_cpu);
     let symbolize_ns = sym_start.elapsed().as_nanos() as u64;
     for p in recorded.processes.values() {
         builder.process(p.clone());

@@ -8,10 +8,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use pkprof_accounting::{Accountant, Filter, Interval, SelfUsage, Snapshot, SyscallCount};
-use pkprof_attribution::{Holds, Resolution, SampleContext, SampleEvent, Served, TargetSet};
+use pkprof_attribution::{
+    Holds, OffCpuEvent, Resolution, SampleContext, SampleEvent, Served, TargetSet, Truncation,
+};
 use pkprof_profile::ProcessInfo;
 
-use crate::aggregate::{Aggregate, Labels, RawStack};
+use crate::aggregate::{Aggregate, Labels, OffLabels, RawStack, WakeLabel};
 use crate::costs::SampleCosts;
 use crate::python::{PyFrameRef, Python, PythonStats};
 use crate::sources::{KernelSource, ProcessMaps, RingRecord, UserRegs};
@@ -35,6 +37,8 @@ pub struct Recorded {
     pub syscalls: Vec<SyscallCount>,
     pub held_expired: u64,
     pub undecodable: u64,
+    /// Off-CPU samples read (`record --off-cpu`).
+    pub off_samples: u64,
     pub kstack_errors: u64,
     pub ustack_errors: u64,
     pub maps_missing: u64,
@@ -124,6 +128,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                 syscalls: Vec::new(),
                 held_expired: 0,
                 undecodable: 0,
+                off_samples: 0,
                 kstack_errors: 0,
                 ustack_errors: 0,
                 maps_missing: 0,
@@ -244,6 +249,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             costs: SampleCosts::default(),
             stop: StopReason::Duration,
             python: PythonStats::default(),
+            off_samples: 0,
         };
         let mut window = std::mem::replace(&mut self.rec, fresh);
         window.python = std::mem::take(&mut self.python.stats);
@@ -307,9 +313,71 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                         self.resolved(s, r);
                     }
                 }
+                RingRecord::OffCpu(o) => self.off_cpu(*o),
                 RingRecord::Undecodable => self.rec.undecodable += 1,
             }
         }
+    }
+
+    /// An off-CPU sample: its blocked stack unwound as a sample's, its waker's stacks interned,
+    /// labelled like a sample of the thread it blocked (it served itself).
+    fn off_cpu(&mut self, mut o: OffCpuEvent) {
+        self.rec.kstack_errors += o.sample.kstack_error as u64;
+        self.rec.ustack_errors += o.sample.ustack_error as u64;
+        if !o.sample.ustack.is_empty() {
+            let checked = if self.unwinding {
+                1
+            } else {
+                o.sample.ustack.len()
+            };
+            self.capture(o.sample.cur_pid, &o.sample.ustack[..checked]);
+        }
+        if o.sample.user_sp != 0 && self.unwinding {
+            self.unwind(&mut o.sample);
+        }
+        let waker_pid = o.chain.first().map_or(0, |w| w.pid);
+        let waker_stack = (!o.waker_kstack.is_empty() || !o.waker_ustack.is_empty()).then(|| {
+            if !o.waker_ustack.is_empty() {
+                self.capture(waker_pid, &o.waker_ustack);
+            }
+            let end = (!o.waker_ustack.is_empty()).then(|| Truncation::frame_pointer_walk(false));
+            self.rec.aggregate.stack_id(RawStack {
+                user_pid: waker_pid,
+                ustack: std::mem::take(&mut o.waker_ustack),
+                kstack: std::mem::take(&mut o.waker_kstack),
+                end,
+                python: Vec::new(),
+            })
+        });
+        let waker_stack = waker_stack.flatten();
+        let chain = o
+            .chain
+            .iter()
+            .map(|w| WakeLabel {
+                pid: w.pid,
+                tid: w.tid,
+                comm: w.comm.clone(),
+                context: w.context,
+                blocked: w.blocked.map(|(_, r)| r),
+            })
+            .collect();
+        let chain_ns: Vec<u64> = o
+            .chain
+            .iter()
+            .map(|w| w.blocked.map_or(0, |(ns, _)| ns))
+            .collect();
+        let served = o.sample.served.clone();
+        let (stack, labels) = self.labels(o.sample, served);
+        let labels = OffLabels {
+            labels,
+            reason: o.reason,
+            waker_stack,
+            chain,
+        };
+        self.rec.off_samples += 1;
+        self.rec
+            .aggregate
+            .add_off(stack, labels, o.weight_ns, &chain_ns);
     }
 
     fn sample(&mut self, mut s: SampleEvent) {
@@ -457,6 +525,12 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
     }
 
     fn label(&mut self, s: SampleEvent, served: Option<Served>) {
+        let (stack, labels) = self.labels(s, served);
+        self.rec.aggregate.add(stack, labels);
+    }
+
+    /// A sample's raw stack and labels.
+    fn labels(&mut self, s: SampleEvent, served: Option<Served>) -> (RawStack, Labels) {
         let python = self.python_frames(&s);
         let bucket = self.targets.bucket(s.context, served.as_ref());
         let syscall = (s.context == SampleContext::Kernel && (0..4096).contains(&s.orig_ax))
@@ -476,7 +550,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             end: s.ustack_end,
             python,
         };
-        self.rec.aggregate.add(stack, labels);
+        (stack, labels)
     }
 
     /// Decides from a read whether the thread table needs reading sooner (see READ_EVERY_BUSY).

@@ -7,7 +7,7 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use pkprof_accounting::Snapshot;
-use pkprof_attribution::{LinkEvent, SampleEvent};
+use pkprof_attribution::{LinkEvent, OffCpuEvent, SampleEvent};
 use pkprof_profile::Frame;
 pub use pkprof_symbolize::{UnwoundStack, UserRegs};
 
@@ -18,6 +18,8 @@ use crate::python::{CodeInfo, PyDetect, PyLayout, PyOffsets};
 pub enum RingRecord {
     Sample(SampleEvent),
     Link(LinkEvent),
+    /// An off-CPU sample (`record --off-cpu`).
+    OffCpu(Box<OffCpuEvent>),
     /// A record of unknown kind or size: counted, shown as a warning in the profile.
     Undecodable,
 }

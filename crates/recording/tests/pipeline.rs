@@ -391,6 +391,7 @@ fn assemble(recorded: &Recorded, sym: &mut FakeSymbols) -> Profile {
     let extras = Extras {
         func_counts: Vec::new(),
         bpf_stats_unmeasured: false,
+        off_cpu: None,
     };
     pkprof_recording::profile(meta, recorded, sym, extras)
 }
@@ -934,6 +935,7 @@ fn the_profile_describes_its_losses_and_warnings() {
     let extras = Extras {
         func_counts: vec![count.clone()],
         bpf_stats_unmeasured: true,
+        off_cpu: None,
     };
     let p = pkprof_recording::profile(meta, &rec, &mut sym, extras);
     assert_eq!(p.func_counts, [count]);

@@ -5,6 +5,7 @@
 //! - [`header`]: what every report says first (losses, samples against the exact CPU time);
 //! - [`format`]: the number formats the reports share (thousands, percentages, `%g`);
 //! - [`names`]: how frames are named (`PIDu:func` / `PIDk:func`, or plain names);
+//! - [`kind`]: which sample kinds (on-CPU, off-CPU, both) the reports see;
 //! - [`select`]: filters and grouping applied before any report;
 //! - `stacks`: samples folded into named stacks, for the call graph and the HTML export;
 //! - [`graph`]: the call graph measured from the sampled stacks (self, children, cycles);
@@ -21,6 +22,7 @@ pub mod flat;
 pub mod format;
 pub mod graph;
 pub mod header;
+pub mod kind;
 pub mod names;
 pub mod select;
 mod stacks;

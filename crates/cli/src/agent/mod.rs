@@ -100,6 +100,7 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
             probes: Vec::new(),
             stack_bytes: config.stack_bytes,
             by_client: false,
+            off_cpu: None,
         }),
         ..CollectorOptions::default()
     })?;
@@ -273,6 +274,7 @@ impl Windows {
         let extras = Extras {
             func_counts: Vec::new(),
             bpf_stats_unmeasured: false,
+            off_cpu: None,
         };
         let symbolizer = session.maps_mut();
         let mut profile = pkprof_recording::profile(m, &recorded, symbolizer, extras);

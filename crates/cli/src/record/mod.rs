@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use pkprof_attribution::targets::CgroupTree;
 use pkprof_attribution::TargetSet;
 use pkprof_collect::{Collector, CollectorOptions, RecordConfig};
-use pkprof_profile::{FuncCount, TargetKind, Targets};
+use pkprof_profile::{FuncCount, OffCpu, OffCpuCounts, TargetKind, Targets};
 use pkprof_recording::meta::{self, KernelLost};
 use pkprof_recording::{Extras, Session, StopReason};
 use pkprof_symbolize::{Symbolizer, SymbolizerOptions};
@@ -86,12 +86,20 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
                 // SAFETY: sysconf reads a system constant.
                 unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64,
                 opts.stack_bytes,
-            ),
+            )
+            // Off-CPU samples come at up to (threads blocked) / period a second, each with its
+            // stack bytes: room for them unless the size was given.
+            .max(if opts.off_cpu.is_some() && opts.ring_mib.is_none() {
+                OFF_CPU_RING_BYTES
+            } else {
+                0
+            }),
             follow_children: matches!(opts.target, Target::Command(_)),
             max_targets: opts.max_targets,
             probes: opts.probes.clone(),
             stack_bytes: opts.stack_bytes,
             by_client: opts.by_client,
+            off_cpu: opts.off_cpu.clone(),
         }),
     };
     let mut collector = Collector::start(collector_opts)?;
@@ -160,6 +168,10 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     .run(|| stop.check())?;
     let end_unix = meta::unix_ns();
     let record_lost = collector.record_lost()?;
+    let off_counts = match &opts.off_cpu {
+        Some(_) => Some(collector.offcpu_counts()?),
+        None => None,
+    };
     // A failed read of the call counts must not throw the recording away: said, and left out.
     let func_reads = collector.func_counts().unwrap_or_else(|e| {
         if !opts.probes.is_empty() {
@@ -216,9 +228,23 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             })
         })
         .collect();
+    let off_cpu = opts.off_cpu.as_ref().zip(off_counts).map(|(o, n)| OffCpu {
+        period_ns: o.period_ns,
+        wake_chain: o.wake_chain,
+        counts: OffCpuCounts {
+            blocks: n.blocks,
+            chosen: n.chosen,
+            ring_full: n.ring_full,
+            no_storage: n.no_storage,
+            exited_pending: n.exited_pending,
+            chain_truncated: n.chain_truncated,
+        },
+        groups: Vec::new(),
+    });
     let extras = Extras {
         func_counts,
         bpf_stats_unmeasured: opts.bpf_stats && !bpf_stats,
+        off_cpu,
     };
     let profile = pkprof_recording::profile(meta, &recorded, &mut symbolizer, extras);
     let bytes = out_file.commit(|w| Ok(pkprof_profile::write_profile(&profile, w)?))?;
@@ -239,6 +265,9 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     crate::stdout::write(text.as_bytes()).context("writing the summary")?;
     Ok(ended.map_or(0, Ended::exit_code))
 }
+
+/// The ring buffer's size with `--off-cpu` (unless `--ring-mib` is given): 64 MiB.
+const OFF_CPU_RING_BYTES: u32 = 64 << 20;
 
 /// What was profiled, as the profile describes it.
 fn targets(target: &Target, pids: &[u32]) -> Targets {

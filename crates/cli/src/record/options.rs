@@ -51,6 +51,8 @@ pub struct RecordOptions {
     pub summary_rows: usize,
     /// `--by client`: a server's samples carry the client it serves.
     pub by_client: bool,
+    /// `--off-cpu`.
+    pub off_cpu: Option<pkprof_collect::OffCpuConfig>,
 }
 
 /// Bytes of the sample ring buffer: `ring_mib` when given, else room for a quarter second of

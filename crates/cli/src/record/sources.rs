@@ -40,6 +40,7 @@ impl<'a> Kernel<'a> {
         out.extend(self.inbox.borrow_mut().drain(..).map(|ev| match ev {
             Some(RecordEvent::Sample(s)) => RingRecord::Sample(s),
             Some(RecordEvent::Link(l)) => RingRecord::Link(l),
+            Some(RecordEvent::OffCpu(o)) => RingRecord::OffCpu(o),
             None => RingRecord::Undecodable,
         }));
     }

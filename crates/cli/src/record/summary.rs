@@ -75,6 +75,24 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
         l.target_table_full,
         hint(l.target_table_full, "--max-targets"),
     );
+    if let Some(o) = &p.off_cpu {
+        let samples: u64 = o.groups.iter().map(|g| g.count).sum();
+        let ns: u64 = o.groups.iter().map(|g| g.weight_ns).sum();
+        let c = &o.counts;
+        let _ = writeln!(
+            out,
+            "off-cpu:   {samples} samples for {:.3} s blocked, of {} blocks ({} chosen at a {} µs period); lost: ring buffer full {}, not followed {}; without user stack (exited) {}; wake chains cut at {} {}",
+            ns as f64 / 1e9,
+            c.blocks,
+            c.chosen,
+            o.period_ns / 1000,
+            c.ring_full,
+            c.no_storage,
+            c.exited_pending,
+            o.wake_chain,
+            c.chain_truncated,
+        );
+    }
     // The same line as every report's header (pkprof_report::header).
     if let Some(u) = user_stacks_text(&m.user_stacks) {
         let _ = writeln!(out, "{u}");

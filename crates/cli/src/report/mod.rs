@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use pkprof_profile::Profile;
 use pkprof_report::export::{self, ExportOptions};
+use pkprof_report::kind::{self, KindSelection};
 use pkprof_report::{
     write_callgraph, write_dcpi, write_diff, write_flat, CallGraph, ReportError, SelectOptions,
     Selection,
@@ -46,6 +47,8 @@ pub struct ReportOptions {
     pub format: Option<String>,
     /// Where to write (default: standard output).
     pub output: Option<PathBuf>,
+    /// `--kind`: on-CPU samples, off-CPU samples, or both.
+    pub kind: KindSelection,
 }
 
 #[derive(Clone, Debug)]
@@ -173,8 +176,10 @@ fn name_from_debug_files(profile: &mut Profile, dirs: &[PathBuf]) {
 pub fn run_report(opts: ReportOptions) -> Result<()> {
     let mut profile = load_input(&opts)?;
     name_from_debug_files(&mut profile, &opts.symbols);
-    let profile = profile;
     let name = opts.file.display().to_string();
+    let profile = kind::view(&profile, opts.kind)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("cannot report {name}"))?;
     let sel = Selection::new(&opts.select, &[&profile])
         .with_context(|| format!("cannot report {name}"))?;
     if profile.samples.iter().all(|s| s.count == 0) {

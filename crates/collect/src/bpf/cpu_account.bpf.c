@@ -18,6 +18,7 @@
 #include "record/links.bpf.h"
 #include "record/sample.bpf.h"
 #include "record/count.bpf.h"
+#include "record/offcpu.bpf.h"
 
 #include "chains/all.bpf.h"
 
@@ -189,6 +190,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		 */
 		c->mode = infer_mode(next);
 	}
+	offcpu_switch(prev, next, preempt ? 0 : prev_state, now);
 	return 0;
 }
 

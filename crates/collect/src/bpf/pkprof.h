@@ -326,6 +326,7 @@ enum pkprof_event_kind {
 	PKPROF_EV_NONE = 0,
 	PKPROF_EV_SAMPLE = 1,
 	PKPROF_EV_LINK = 2,
+	PKPROF_EV_OFFCPU = 3, /* struct pkprof_offcpu (record --off-cpu) */
 };
 
 /* Where the sampled CPU was (the interrupted context, not the sampling timer's interrupt). */
@@ -492,6 +493,78 @@ struct pkprof_link {
 	__u32 flags; /* enum pkprof_sample_flags bits of the thread */
 	__u32 pad;
 	char comm[PKPROF_COMM_LEN];
+};
+
+/* ---- pkprof record --off-cpu: off-CPU samples, their wakers and wake chains ---- */
+
+enum pkprof_offcpu_defaults {
+	/* Wake-chain entries a record can hold (record --wake-chain: at most this). */
+	PKPROF_MAX_WAKE_CHAIN = 8,
+	PKPROF_DEFAULT_WAKE_CHAIN = 4,
+	/* Off-CPU sampling period (record --off-cpu-period; 0: every block). */
+	PKPROF_DEFAULT_OFFCPU_PERIOD_US = 10000,
+};
+
+/* Bits of pkprof_waker.flags. */
+enum pkprof_waker_flags {
+	/* The waker had itself been woken and not blocked since: blocked_ns and reason are the
+	 * block it was woken from (the next link of the chain). */
+	PKPROF_WAKER_WAS_BLOCKED = 1,
+	PKPROF_WAKER_KTHREAD = 2,
+};
+
+/*
+ * Who woke a thread (at sched_waking): the task that was current, or the interrupt it ran in
+ * (ctx SOFTIRQ with vec, HARDIRQ; pid/tid are then the interrupted task's and say nothing).
+ */
+struct pkprof_waker {
+	__u32 pid;
+	__u32 tid;
+	enum pkprof_sample_ctx ctx;
+	__u32 vec;
+	__u32 flags;  /* enum pkprof_waker_flags bits */
+	__u32 reason; /* PKPROF_WAKER_WAS_BLOCKED: the waker's own block (enum pkprof_block_reason) */
+	__u64 blocked_ns;
+	char comm[PKPROF_COMM_LEN];
+};
+
+/*
+ * One off-CPU sample: a thread blocked (switched out in a sleeping state) and ran again. `s` holds
+ * the blocked thread's labels and stacks as a cpu-clock sample would (kind PKPROF_EV_OFFCPU,
+ * time_ns its switch-in): the kernel stack it blocked in, and its user stack, taken in its own
+ * context when the blocking call returns (stack bytes follow this record, s.ustack_bytes_len).
+ * chain[0] is the waker, chain[i + 1] the waker of chain[i] when chain[i] was woken just before.
+ */
+struct pkprof_offcpu {
+	struct pkprof_sample s;
+	__u64 off_ns;     /* switch-out (ktime) */
+	__u64 offcpu_ns;  /* switch-out to switch-in */
+	__u64 blocked_ns; /* switch-out to wakeup (0: no wakeup seen) */
+	__u64 weight_ns;  /* the off-CPU time this sample stands for (sampling scaled) */
+	__u32 reason;     /* enum pkprof_block_reason */
+	__u32 nr_chain;   /* entries of chain[] filled */
+	__s32 waker_kstack_len; /* bytes of waker_kstack (negative: an errno; 0: not taken) */
+	__s32 waker_ustack_len; /* bytes of waker_ustack (frame-pointer walk) */
+	struct pkprof_waker chain[PKPROF_MAX_WAKE_CHAIN];
+	__u64 waker_kstack[PKPROF_MAX_STACK]; /* leaf first */
+	__u64 waker_ustack[PKPROF_MAX_STACK];
+};
+
+struct pkprof_offcpu_buf {
+	struct pkprof_offcpu o;
+	__u8 stack[PKPROF_MAX_STACK_BYTES + 4096];
+};
+
+/* Per-CPU counts of the off-CPU side (map `offcpu_stats`), summed by user space. */
+struct pkprof_offcpu_stats {
+	__u64 blocks;          /* blocking switch-outs of sampled threads */
+	__u64 chosen;          /* blocks chosen as samples */
+	__u64 emitted;         /* samples written to the ring */
+	__u64 ring_full;       /* samples lost: the ring buffer was full */
+	__u64 no_storage;      /* blocks not followed: no task storage could be had */
+	__u64 exited_pending;  /* samples whose thread exited before its user stack was taken
+				* (written without it) */
+	__u64 chain_truncated; /* wake chains cut at the depth limit */
 };
 
 /* Key of `func_counts` (record --count FUNC@BINARY): probe index (attach cookie) and process. */

@@ -17,8 +17,8 @@ use crate::error::CollectError;
 use crate::loader::Collector;
 use crate::map_walk;
 use crate::skel::types::{
-    pkprof_defaults as Defaults, pkprof_func_key, pkprof_stack_bytes as StackBytes,
-    pkprof_syscall_key, pkprof_syscall_stat,
+    pkprof_defaults as Defaults, pkprof_func_key, pkprof_offcpu_defaults as OffDefaults,
+    pkprof_offcpu_stats, pkprof_stack_bytes as StackBytes, pkprof_syscall_key, pkprof_syscall_stat,
 };
 
 /// Default capacity of the kernel's target set (`record --max-targets`; pkprof.h): target
@@ -49,6 +49,42 @@ pub struct RecordConfig {
     pub stack_bytes: u32,
     /// A user thread serving a client (the server chain's mark) is labelled with the client.
     pub by_client: bool,
+    /// `--off-cpu`: off-CPU samples with their wakers (docs/design.md, "Off-CPU samples").
+    pub off_cpu: Option<OffCpuConfig>,
+}
+
+/// `record --off-cpu`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffCpuConfig {
+    /// Off time sampled: a block of d ns is taken with probability min(1, d / period) and weighs
+    /// max(d, period); 0: every block.
+    pub period_ns: u64,
+    /// Wake-chain entries kept (1..=[`MAX_WAKE_CHAIN`]).
+    pub wake_chain: u32,
+    /// Every process's blocks (record -a), not only the targets'.
+    pub all: bool,
+}
+
+/// Default off-CPU sampling period and wake-chain depth, and the deepest chain (pkprof.h).
+pub const DEFAULT_OFFCPU_PERIOD_US: u32 = OffDefaults::PKPROF_DEFAULT_OFFCPU_PERIOD_US.0;
+pub const DEFAULT_WAKE_CHAIN: u32 = OffDefaults::PKPROF_DEFAULT_WAKE_CHAIN.0;
+pub const MAX_WAKE_CHAIN: u32 = OffDefaults::PKPROF_MAX_WAKE_CHAIN.0;
+
+/// The off-CPU side's counts, summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OffCpuCounts {
+    /// Blocking switch-outs of sampled threads, those chosen, and those written to the ring.
+    pub blocks: u64,
+    pub chosen: u64,
+    pub emitted: u64,
+    /// Chosen samples lost on a full ring buffer.
+    pub ring_full: u64,
+    /// Blocks not followed: no task storage could be had.
+    pub no_storage: u64,
+    /// Samples written without a user stack: their thread exited before its call returned.
+    pub exited_pending: u64,
+    /// Wake chains cut at the depth limit.
+    pub chain_truncated: u64,
 }
 
 /// `--count FUNC@BINARY`.
@@ -177,6 +213,32 @@ impl Collector {
             .iter()
             .map(|c| c.untracked_target_ns)
             .sum())
+    }
+
+    /// The off-CPU side's counts so far (`record --off-cpu`; zeros without it).
+    pub fn offcpu_counts(&self) -> Result<OffCpuCounts, CollectError> {
+        let key = 0u32.to_ne_bytes();
+        let per_cpu = self
+            .skel
+            .maps
+            .offcpu_stats
+            .lookup_percpu(&key, MapFlags::ANY)
+            .map_err(read_err("offcpu_stats"))?
+            .unwrap_or_default();
+        let mut n = OffCpuCounts::default();
+        for bytes in per_cpu {
+            let Ok(s) = plain::from_bytes::<pkprof_offcpu_stats>(&bytes) else {
+                continue;
+            };
+            n.blocks += s.blocks;
+            n.chosen += s.chosen;
+            n.emitted += s.emitted;
+            n.ring_full += s.ring_full;
+            n.no_storage += s.no_storage;
+            n.exited_pending += s.exited_pending;
+            n.chain_truncated += s.chain_truncated;
+        }
+        Ok(n)
     }
 
     /// Exact call counts of the `--count` probes so far.

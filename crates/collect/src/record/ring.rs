@@ -4,9 +4,11 @@
 use std::time::Duration;
 
 use libbpf_rs::{RingBuffer, RingBufferBuilder};
+use pkprof_attribution::BlockReason;
 use pkprof_attribution::Truncation;
 use pkprof_attribution::{
-    LinkEvent, LinkTarget, PyRawFrame, PyWalk, SampleContext, SampleEvent, Served,
+    LinkEvent, LinkTarget, OffCpuEvent, PyRawFrame, PyWalk, SampleContext, SampleEvent, Served,
+    WakerEvent,
 };
 
 use crate::error::CollectError;
@@ -14,13 +16,17 @@ use crate::loader::Collector;
 use crate::reader::comm_str;
 use crate::skel::types::{
     pkprof_event_kind as Kind, pkprof_hold as Hold, pkprof_link, pkprof_link_to as LinkTo,
-    pkprof_py_frame, pkprof_py_frame_flags as PyFrameFlags, pkprof_py_state as PyState,
-    pkprof_sample, pkprof_sample_ctx as Ctx, pkprof_sample_flags as Flags,
-    pkprof_stack_flags as StackFlags,
+    pkprof_offcpu, pkprof_py_frame, pkprof_py_frame_flags as PyFrameFlags,
+    pkprof_py_state as PyState, pkprof_sample, pkprof_sample_ctx as Ctx,
+    pkprof_sample_flags as Flags, pkprof_stack_flags as StackFlags, pkprof_waker,
+    pkprof_waker_flags as WakerFlags,
 };
 
 const EV_SAMPLE: u32 = Kind::PKPROF_EV_SAMPLE.0;
 const EV_LINK: u32 = Kind::PKPROF_EV_LINK.0;
+const EV_OFFCPU: u32 = Kind::PKPROF_EV_OFFCPU.0;
+const WAKER_WAS_BLOCKED: u32 = WakerFlags::PKPROF_WAKER_WAS_BLOCKED.0;
+const WAKER_KTHREAD: u32 = WakerFlags::PKPROF_WAKER_KTHREAD.0;
 const FLAG_KTHREAD: u32 = Flags::PKPROF_SAMPLE_KTHREAD.0;
 const FLAG_TARGET: u32 = Flags::PKPROF_SAMPLE_TARGET.0;
 const STACK_USER_TRUNCATED: u32 = StackFlags::PKPROF_STACK_USER_TRUNCATED.0;
@@ -31,6 +37,7 @@ const STACK_BYTES_SHORT: u32 = StackFlags::PKPROF_STACK_BYTES_SHORT.0;
 pub enum RecordEvent {
     Sample(SampleEvent),
     Link(LinkEvent),
+    OffCpu(Box<OffCpuEvent>),
 }
 
 /// One u64 for a hold key (kind, value): the kind in the top byte. Values are kernel addresses
@@ -79,57 +86,92 @@ fn python(frames: &[pkprof_py_frame], len: u32, state: u32) -> (Vec<PyRawFrame>,
     (frames, walk)
 }
 
+/// A sample record's fields; `after`: the bytes that follow the record (its user stack's).
+fn sample(s: &pkprof_sample, after: &[u8]) -> Option<SampleEvent> {
+    let context = context(s.ctx, s.vec);
+    let hold = if s.hold_kind == Hold::PKPROF_HOLD_NONE {
+        0
+    } else {
+        hold_key(s.hold_kind, s.hold)
+    };
+    let served =
+        (hold == 0 && s.pid != 0).then(|| served(s.pid, s.tid, s.cgroup_id, s.flags, &s.comm));
+    let (python, python_walk) = python(&s.py, s.py_len, s.py_state);
+    Some(SampleEvent {
+        cpu: s.cpu,
+        time_ns: s.time_ns,
+        cur_pid: s.cur_pid,
+        cur_tid: s.cur_tid,
+        current_comm: comm_str(&s.comm),
+        served,
+        hold,
+        context,
+        orig_ax: s.orig_ax,
+        kstack: stack(&s.kstack, s.kstack_len),
+        ustack: stack(&s.ustack, s.ustack_len),
+        kstack_error: s.kstack_len < 0,
+        ustack_error: s.ustack_len < 0,
+        ustack_end: Some(Truncation::frame_pointer_walk(
+            s.stack_flags & STACK_USER_TRUNCATED != 0,
+        )),
+        user_ip: s.user_ip,
+        user_sp: s.user_sp,
+        user_bp: s.user_bp,
+        ustack_bytes: after.get(..s.ustack_bytes_len as usize)?.to_vec(),
+        ustack_bytes_short: s.stack_flags & STACK_BYTES_SHORT != 0,
+        build_ns: s.build_ns,
+        python,
+        python_walk,
+    })
+}
+
+fn waker(w: &pkprof_waker) -> WakerEvent {
+    WakerEvent {
+        pid: w.pid,
+        tid: w.tid,
+        comm: comm_str(&w.comm),
+        context: context(w.ctx, w.vec),
+        kthread: w.flags & WAKER_KTHREAD != 0,
+        blocked: (w.flags & WAKER_WAS_BLOCKED != 0)
+            .then(|| (w.blocked_ns, BlockReason::from_index(w.reason))),
+    }
+}
+
+fn context(ctx: Ctx, vec: u32) -> SampleContext {
+    match ctx {
+        Ctx::PKPROF_SCTX_USER => SampleContext::User,
+        Ctx::PKPROF_SCTX_KERNEL => SampleContext::Kernel,
+        Ctx::PKPROF_SCTX_KWORKER => SampleContext::Kworker,
+        Ctx::PKPROF_SCTX_HARDIRQ => SampleContext::HardIrq,
+        Ctx::PKPROF_SCTX_SOFTIRQ => SampleContext::SoftIrq(vec as u8),
+        _ => SampleContext::Idle,
+    }
+}
+
 /// Decodes one record; None for a record of unknown kind or size.
 pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
     let kind = u32::from_ne_bytes(bytes.get(..4)?.try_into().ok()?);
     match kind {
         EV_SAMPLE => {
             let s = plain::from_bytes::<pkprof_sample>(bytes).ok()?;
-            let context = match s.ctx {
-                Ctx::PKPROF_SCTX_USER => SampleContext::User,
-                Ctx::PKPROF_SCTX_KERNEL => SampleContext::Kernel,
-                Ctx::PKPROF_SCTX_KWORKER => SampleContext::Kworker,
-                Ctx::PKPROF_SCTX_HARDIRQ => SampleContext::HardIrq,
-                Ctx::PKPROF_SCTX_SOFTIRQ => SampleContext::SoftIrq(s.vec as u8),
-                _ => SampleContext::Idle,
-            };
-            let hold = if s.hold_kind == Hold::PKPROF_HOLD_NONE {
-                0
-            } else {
-                hold_key(s.hold_kind, s.hold)
-            };
-            let served = (hold == 0 && s.pid != 0)
-                .then(|| served(s.pid, s.tid, s.cgroup_id, s.flags, &s.comm));
-            let (python, python_walk) = python(&s.py, s.py_len, s.py_state);
-            Some(RecordEvent::Sample(SampleEvent {
-                cpu: s.cpu,
-                time_ns: s.time_ns,
-                cur_pid: s.cur_pid,
-                cur_tid: s.cur_tid,
-                current_comm: comm_str(&s.comm),
-                served,
-                hold,
-                context,
-                orig_ax: s.orig_ax,
-                kstack: stack(&s.kstack, s.kstack_len),
-                ustack: stack(&s.ustack, s.ustack_len),
-                kstack_error: s.kstack_len < 0,
-                ustack_error: s.ustack_len < 0,
-                ustack_end: Some(Truncation::frame_pointer_walk(
-                    s.stack_flags & STACK_USER_TRUNCATED != 0,
-                )),
-                user_ip: s.user_ip,
-                user_sp: s.user_sp,
-                user_bp: s.user_bp,
-                ustack_bytes: bytes
-                    .get(size_of::<pkprof_sample>()..)?
-                    .get(..s.ustack_bytes_len as usize)?
-                    .to_vec(),
-                ustack_bytes_short: s.stack_flags & STACK_BYTES_SHORT != 0,
-                build_ns: s.build_ns,
-                python,
-                python_walk,
-            }))
+            let after = bytes.get(size_of::<pkprof_sample>()..)?;
+            Some(RecordEvent::Sample(sample(s, after)?))
+        }
+        EV_OFFCPU => {
+            let o = plain::from_bytes::<pkprof_offcpu>(bytes).ok()?;
+            let after = bytes.get(size_of::<pkprof_offcpu>()..)?;
+            let n = (o.nr_chain as usize).min(o.chain.len());
+            Some(RecordEvent::OffCpu(Box::new(OffCpuEvent {
+                sample: sample(&o.s, after)?,
+                off_ns: o.off_ns,
+                offcpu_ns: o.offcpu_ns,
+                blocked_ns: o.blocked_ns,
+                weight_ns: o.weight_ns,
+                reason: BlockReason::from_index(o.reason),
+                chain: o.chain[..n].iter().map(waker).collect(),
+                waker_kstack: stack(&o.waker_kstack, o.waker_kstack_len),
+                waker_ustack: stack(&o.waker_ustack, o.waker_ustack_len),
+            })))
         }
         EV_LINK => {
             let l = plain::from_bytes::<pkprof_link>(bytes).ok()?;
@@ -462,5 +504,90 @@ mod tests {
         bytes_mut(&mut shifted)[1..=len].copy_from_slice(bytes(&buf, len));
         assert!(decode(bytes(&buf, len)).is_some());
         assert_eq!(decode(&bytes(&shifted, len + 1)[1..]), None);
+    }
+
+    /// An off-CPU record: a blocked thread's sample (4 bytes of user stack after the record),
+    /// woken by a writer that a softirq had woken, the waker's kernel stack taken.
+    #[test]
+    fn decodes_an_off_cpu_sample_with_its_chain() {
+        const OFF: usize = size_of::<pkprof_offcpu>();
+        let mut buf = buffer(OFF + 4);
+        {
+            let b = bytes_mut(&mut buf);
+            for (i, x) in b[OFF..OFF + 4].iter_mut().enumerate() {
+                *x = i as u8 + 1;
+            }
+            let o = plain::from_mut_bytes::<pkprof_offcpu>(&mut b[..OFF]).unwrap();
+            o.s.kind = Kind::PKPROF_EV_OFFCPU;
+            o.s.pid = 10;
+            o.s.tid = 11;
+            o.s.cur_pid = 10;
+            o.s.cur_tid = 11;
+            o.s.ctx = Ctx::PKPROF_SCTX_KERNEL;
+            o.s.orig_ax = 0;
+            o.s.kstack[0] = 0xffff_ffff_8100_0030;
+            o.s.kstack_len = 8;
+            o.s.user_sp = 0x7ffd_0000;
+            o.s.ustack_bytes_len = 4;
+            set_comm(&mut o.s.comm, "reader");
+            o.off_ns = 1_000;
+            o.offcpu_ns = 30_000_000;
+            o.blocked_ns = 29_000_000;
+            o.weight_ns = 30_000_000;
+            o.reason = 3; // IPC
+            o.nr_chain = 2;
+            o.chain[0].pid = 10;
+            o.chain[0].tid = 12;
+            o.chain[0].ctx = Ctx::PKPROF_SCTX_KERNEL;
+            o.chain[0].flags = WAKER_WAS_BLOCKED;
+            o.chain[0].blocked_ns = 20_000_000;
+            o.chain[0].reason = 5; // SLEEP
+            set_comm(&mut o.chain[0].comm, "writer");
+            o.chain[1].ctx = Ctx::PKPROF_SCTX_SOFTIRQ;
+            o.chain[1].vec = 1;
+            o.chain[2].pid = 99; // beyond nr_chain: not read
+            o.waker_kstack[..2].copy_from_slice(&[0xffff_ffff_8100_0040, 0xffff_ffff_8100_0050]);
+            o.waker_kstack_len = 16;
+            o.waker_ustack_len = -14;
+        }
+        let Some(RecordEvent::OffCpu(o)) = decode(bytes(&buf, OFF + 4)) else {
+            panic!("not decoded as an off-CPU sample");
+        };
+        assert_eq!(o.sample.kstack, vec![0xffff_ffff_8100_0030]);
+        assert_eq!(o.sample.ustack_bytes, vec![1, 2, 3, 4]);
+        assert_eq!(o.sample.served.as_ref().map(|s| s.tid), Some(11));
+        assert_eq!(
+            (o.offcpu_ns, o.blocked_ns, o.weight_ns),
+            (30_000_000, 29_000_000, 30_000_000)
+        );
+        assert_eq!(o.reason, BlockReason::Ipc);
+        assert_eq!(
+            o.chain,
+            vec![
+                WakerEvent {
+                    pid: 10,
+                    tid: 12,
+                    comm: "writer".into(),
+                    context: SampleContext::Kernel,
+                    kthread: false,
+                    blocked: Some((20_000_000, BlockReason::Sleep)),
+                },
+                WakerEvent {
+                    pid: 0,
+                    tid: 0,
+                    comm: String::new(),
+                    context: SampleContext::SoftIrq(1),
+                    kthread: false,
+                    blocked: None,
+                },
+            ]
+        );
+        assert_eq!(
+            o.waker_kstack,
+            vec![0xffff_ffff_8100_0040, 0xffff_ffff_8100_0050]
+        );
+        assert!(o.waker_ustack.is_empty());
+        // Cut short of its stack bytes: not decodable.
+        assert_eq!(decode(bytes(&buf, OFF + 2)), None);
     }
 }

@@ -74,7 +74,12 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Profile, Corruption> {
             })
         })
         .collect::<Result<Vec<_>, Corruption>>()?;
+    let off_cpu = msg
+        .off_cpu
+        .map(|o| off_cpu(o, stacks.len(), &strings))
+        .transpose()?;
     Ok(Profile {
+        off_cpu,
         meta: meta(msg.meta.unwrap_or_default())?,
         frames,
         stacks,
@@ -245,30 +250,26 @@ fn frame(id: FrameId, f: proto::Frame, strings: &Strings) -> Result<Frame, Corru
     })
 }
 
-fn sample(
-    s: proto::SampleGroup,
-    stacks: usize,
-    strings: &Strings,
-) -> Result<SampleGroup, Corruption> {
-    if s.stack as usize >= stacks {
-        return Err(out_of_range("stack id", s.stack, stacks));
-    }
-    let bucket = match proto::Bucket::try_from(s.bucket) {
+fn bucket(b: i32) -> Result<Bucket, Corruption> {
+    Ok(match proto::Bucket::try_from(b) {
         Ok(proto::Bucket::Process) => Bucket::Process,
         Ok(proto::Bucket::Other) => Bucket::Other,
         Ok(proto::Bucket::Kernel) => Bucket::Kernel,
         Ok(proto::Bucket::Idle) => Bucket::Idle,
-        Err(_) => return Err(unknown("bucket", s.bucket)),
-    };
-    let context = match proto::Context::try_from(s.context) {
-        Ok(proto::Context::SoftIrq) => match u8::try_from(s.softirq_vec) {
+        Err(_) => return Err(unknown("bucket", b)),
+    })
+}
+
+fn context(c: i32, softirq_vec: u32) -> Result<Context, Corruption> {
+    Ok(match proto::Context::try_from(c) {
+        Ok(proto::Context::SoftIrq) => match u8::try_from(softirq_vec) {
             Ok(vec) => Context::SoftIrq(vec),
-            Err(_) => return Err(invalid("softirq vector", s.softirq_vec)),
+            Err(_) => return Err(invalid("softirq vector", softirq_vec)),
         },
-        _ if s.softirq_vec != 0 => {
+        _ if softirq_vec != 0 => {
             return Err(invalid(
                 "softirq vector outside softirq context",
-                s.softirq_vec,
+                softirq_vec,
             ))
         }
         Ok(proto::Context::User) => Context::User,
@@ -277,8 +278,90 @@ fn sample(
         Ok(proto::Context::Kworker) => Context::Kworker,
         Ok(proto::Context::HardIrq) => Context::HardIrq,
         Ok(proto::Context::Idle) => Context::Idle,
-        Err(_) => return Err(unknown("context", s.context)),
-    };
+        Err(_) => return Err(unknown("context", c)),
+    })
+}
+
+fn block_reason(r: i32) -> Result<BlockReason, Corruption> {
+    Ok(match proto::BlockReason::try_from(r) {
+        Ok(proto::BlockReason::Runnable) => BlockReason::Runnable,
+        Ok(proto::BlockReason::Io) => BlockReason::Io,
+        Ok(proto::BlockReason::Net) => BlockReason::Net,
+        Ok(proto::BlockReason::Ipc) => BlockReason::Ipc,
+        Ok(proto::BlockReason::Lock) => BlockReason::Lock,
+        Ok(proto::BlockReason::Sleep) => BlockReason::Sleep,
+        Ok(proto::BlockReason::Poll) => BlockReason::Poll,
+        Ok(proto::BlockReason::Other) => BlockReason::Other,
+        Err(_) => return Err(unknown("block reason", r)),
+    })
+}
+
+fn off_cpu(o: proto::OffCpu, stacks: usize, strings: &Strings) -> Result<OffCpu, Corruption> {
+    if o.version != proto::OffCpuVersion::OffCpuVersion1 as i32 {
+        return Err(unknown("off-CPU sample version", o.version));
+    }
+    let mut groups = Vec::with_capacity(o.groups.len());
+    for g in o.groups {
+        if g.stack as usize >= stacks {
+            return Err(out_of_range("stack id", g.stack, stacks));
+        }
+        let waker_stack = g.waker_stack.checked_sub(1);
+        if let Some(w) = waker_stack.filter(|w| *w as usize >= stacks) {
+            return Err(out_of_range("waker stack id", w, stacks));
+        }
+        let mut chain = Vec::with_capacity(g.chain.len());
+        let mut chain_blocked_ns = Vec::with_capacity(g.chain.len());
+        for l in g.chain {
+            let reason = block_reason(l.blocked_reason)?;
+            chain.push(WakeLink {
+                pid: l.pid,
+                tid: l.tid,
+                comm: strings.get("waker comm string", l.comm_str)?,
+                context: context(l.context, l.softirq_vec)?,
+                blocked: l.was_blocked.then_some(reason),
+            });
+            chain_blocked_ns.push(l.blocked_ns);
+        }
+        groups.push(OffCpuGroup {
+            stack: g.stack,
+            pid: g.pid,
+            tid: g.tid,
+            comm: strings.get("off-CPU comm string", g.comm_str)?,
+            bucket: bucket(g.bucket)?,
+            cgroup_id: g.cgroup_id,
+            reason: block_reason(g.reason)?,
+            waker_stack,
+            chain,
+            chain_blocked_ns,
+            count: g.count,
+            weight_ns: g.weight_ns,
+        });
+    }
+    Ok(OffCpu {
+        period_ns: o.period_ns,
+        wake_chain: o.wake_chain,
+        counts: OffCpuCounts {
+            blocks: o.blocks,
+            chosen: o.chosen,
+            ring_full: o.ring_full,
+            no_storage: o.no_storage,
+            exited_pending: o.exited_pending,
+            chain_truncated: o.chain_truncated,
+        },
+        groups,
+    })
+}
+
+fn sample(
+    s: proto::SampleGroup,
+    stacks: usize,
+    strings: &Strings,
+) -> Result<SampleGroup, Corruption> {
+    if s.stack as usize >= stacks {
+        return Err(out_of_range("stack id", s.stack, stacks));
+    }
+    let bucket = bucket(s.bucket)?;
+    let context = context(s.context, s.softirq_vec)?;
     Ok(SampleGroup {
         stack: s.stack,
         pid: s.pid,

@@ -58,6 +58,7 @@ pub(crate) fn encode_body(p: &Profile) -> Result<Vec<u8>, Corruption> {
             path_str: strings.id(&c.path),
         })
         .collect();
+    let off_cpu = p.off_cpu.as_ref().map(|o| off_cpu(o, &mut strings));
     let msg = proto::Profile {
         strings: strings.table.into_iter().map(str::to_owned).collect(),
         meta: Some(meta(&p.meta)),
@@ -68,6 +69,7 @@ pub(crate) fn encode_body(p: &Profile) -> Result<Vec<u8>, Corruption> {
         syscalls,
         func_counts,
         cgroups,
+        off_cpu,
     };
     Ok(msg.encode_to_vec())
 }
@@ -97,6 +99,13 @@ fn check(p: &Profile) -> Result<(), Corruption> {
         .find(|s| s.stack as usize >= p.stacks.len())
     {
         return Err(out_of_range("stack id", s.stack, p.stacks.len()));
+    }
+    for g in p.off_cpu.iter().flat_map(|o| &o.groups) {
+        for id in std::iter::once(g.stack).chain(g.waker_stack) {
+            if id as usize >= p.stacks.len() {
+                return Err(out_of_range("stack id", id, p.stacks.len()));
+            }
+        }
     }
     Ok(())
 }
@@ -221,14 +230,80 @@ fn frame<'a>(f: &'a Frame, strings: &mut Strings<'a>) -> proto::Frame {
     }
 }
 
-fn sample<'a>(s: &'a SampleGroup, strings: &mut Strings<'a>) -> proto::SampleGroup {
-    let bucket = match s.bucket {
+fn bucket(b: Bucket) -> proto::Bucket {
+    match b {
         Bucket::Process => proto::Bucket::Process,
         Bucket::Other => proto::Bucket::Other,
         Bucket::Kernel => proto::Bucket::Kernel,
         Bucket::Idle => proto::Bucket::Idle,
-    };
-    let (context, softirq_vec) = match s.context {
+    }
+}
+
+fn block_reason(r: BlockReason) -> proto::BlockReason {
+    match r {
+        BlockReason::Runnable => proto::BlockReason::Runnable,
+        BlockReason::Io => proto::BlockReason::Io,
+        BlockReason::Net => proto::BlockReason::Net,
+        BlockReason::Ipc => proto::BlockReason::Ipc,
+        BlockReason::Lock => proto::BlockReason::Lock,
+        BlockReason::Sleep => proto::BlockReason::Sleep,
+        BlockReason::Poll => proto::BlockReason::Poll,
+        BlockReason::Other => proto::BlockReason::Other,
+    }
+}
+
+fn off_cpu<'a>(o: &'a OffCpu, strings: &mut Strings<'a>) -> proto::OffCpu {
+    let groups = o
+        .groups
+        .iter()
+        .map(|g| proto::OffCpuGroup {
+            stack: g.stack,
+            pid: g.pid,
+            tid: g.tid,
+            comm_str: strings.id(&g.comm),
+            bucket: bucket(g.bucket) as i32,
+            cgroup_id: g.cgroup_id,
+            reason: block_reason(g.reason) as i32,
+            waker_stack: g.waker_stack.map_or(0, |s| s + 1),
+            chain: g
+                .chain
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    let (context, softirq_vec) = context(l.context);
+                    proto::WakeLink {
+                        pid: l.pid,
+                        tid: l.tid,
+                        comm_str: strings.id(&l.comm),
+                        context: context as i32,
+                        softirq_vec,
+                        was_blocked: l.blocked.is_some(),
+                        blocked_reason: block_reason(l.blocked.unwrap_or_default()) as i32,
+                        blocked_ns: g.chain_blocked_ns.get(i).copied().unwrap_or(0),
+                    }
+                })
+                .collect(),
+            count: g.count,
+            weight_ns: g.weight_ns,
+        })
+        .collect();
+    let c = &o.counts;
+    proto::OffCpu {
+        version: proto::OffCpuVersion::OffCpuVersion1 as i32,
+        period_ns: o.period_ns,
+        wake_chain: o.wake_chain,
+        blocks: c.blocks,
+        chosen: c.chosen,
+        ring_full: c.ring_full,
+        no_storage: c.no_storage,
+        exited_pending: c.exited_pending,
+        chain_truncated: c.chain_truncated,
+        groups,
+    }
+}
+
+fn context(c: Context) -> (proto::Context, u32) {
+    match c {
         Context::User => (proto::Context::User, 0),
         Context::Syscall => (proto::Context::Syscall, 0),
         Context::KernelTask => (proto::Context::KernelTask, 0),
@@ -236,7 +311,12 @@ fn sample<'a>(s: &'a SampleGroup, strings: &mut Strings<'a>) -> proto::SampleGro
         Context::HardIrq => (proto::Context::HardIrq, 0),
         Context::SoftIrq(vec) => (proto::Context::SoftIrq, vec.into()),
         Context::Idle => (proto::Context::Idle, 0),
-    };
+    }
+}
+
+fn sample<'a>(s: &'a SampleGroup, strings: &mut Strings<'a>) -> proto::SampleGroup {
+    let bucket = bucket(s.bucket);
+    let (context, softirq_vec) = context(s.context);
     proto::SampleGroup {
         stack: s.stack,
         pid: s.pid,

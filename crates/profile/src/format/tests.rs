@@ -363,3 +363,98 @@ fn truncated_mark_is_a_user_frame_to_older_readers() {
         }
     );
 }
+
+/// A profile with off-CPU groups: one with a waker stack and a two-entry chain, one without.
+fn with_off_cpu() -> Profile {
+    use crate::model::{BlockReason, Context, OffCpu, OffCpuCounts, OffCpuGroup, Stack, WakeLink};
+    Profile {
+        stacks: vec![Stack { frames: vec![] }, Stack { frames: vec![] }],
+        off_cpu: Some(OffCpu {
+            period_ns: 10_000_000,
+            wake_chain: 4,
+            counts: OffCpuCounts {
+                blocks: 9,
+                chosen: 3,
+                ring_full: 1,
+                no_storage: 2,
+                exited_pending: 4,
+                chain_truncated: 5,
+            },
+            groups: vec![
+                OffCpuGroup {
+                    stack: 1,
+                    pid: 10,
+                    tid: 11,
+                    comm: "reader".into(),
+                    reason: BlockReason::Ipc,
+                    waker_stack: Some(0),
+                    chain: vec![
+                        WakeLink {
+                            pid: 10,
+                            tid: 12,
+                            comm: "writer".into(),
+                            context: Context::Syscall,
+                            blocked: Some(BlockReason::Sleep),
+                        },
+                        WakeLink {
+                            context: Context::SoftIrq(1),
+                            ..WakeLink::default()
+                        },
+                    ],
+                    chain_blocked_ns: vec![30_000_000, 0],
+                    count: 2,
+                    weight_ns: u64::MAX,
+                    ..OffCpuGroup::default()
+                },
+                OffCpuGroup {
+                    reason: BlockReason::Runnable,
+                    ..OffCpuGroup::default()
+                },
+            ],
+        }),
+        ..Profile::default()
+    }
+}
+
+#[test]
+fn off_cpu_samples_round_trip_and_are_skipped_by_older_readers() {
+    let p = with_off_cpu();
+    let body = encode::encode_body(&p).unwrap();
+    assert_eq!(decode::decode_body(&body).unwrap(), p);
+    // A reader without field 10 reads the rest as it was.
+    let mut msg = proto::Profile::decode(body.as_slice()).unwrap();
+    msg.off_cpu = None;
+    let old = decode::decode_body(&msg.encode_to_vec()).unwrap();
+    assert_eq!(old, Profile { off_cpu: None, ..p });
+}
+
+#[test]
+fn off_cpu_version_stack_ids_and_reasons_are_checked() {
+    let body = encode::encode_body(&with_off_cpu()).unwrap();
+    let msg = proto::Profile::decode(body.as_slice()).unwrap();
+    let broken = |f: &dyn Fn(&mut proto::OffCpu)| {
+        let mut m = msg.clone();
+        f(m.off_cpu.as_mut().unwrap());
+        decode::decode_body(&m.encode_to_vec()).unwrap_err()
+    };
+    assert!(matches!(
+        broken(&|o| o.version = 2),
+        Corruption::UnknownEnum { .. }
+    ));
+    assert!(matches!(
+        broken(&|o| o.groups[0].stack = 2),
+        Corruption::IndexOutOfRange { .. }
+    ));
+    assert!(matches!(
+        broken(&|o| o.groups[0].waker_stack = 3),
+        Corruption::IndexOutOfRange { .. }
+    ));
+    assert!(matches!(
+        broken(&|o| o.groups[1].reason = 8),
+        Corruption::UnknownEnum { .. }
+    ));
+    assert!(matches!(
+        broken(&|o| o.groups[0].chain[1].softirq_vec = 300),
+        Corruption::InvalidValue { .. }
+    ));
+}

@@ -1,0 +1,241 @@
+//! `record --off-cpu` against BCC's `offcputime` (libbpf-tools, Debian `libbpf-tools`; root and
+//! BPF needed): `cargo test -p pkprof --test offcpu -- --include-ignored --nocapture`
+//!
+//! Both tools watch the same run of tests/workloads/offcpu_mix.c (three threads blocking in
+//! nanosleep, a pipe read and a futex, from four distinct user functions), attached before its
+//! start gate; the blocked time each reports per stack (the user function a stack blocked from)
+//! must agree within 5%. The wake chain (the pipe reader woken by the writer, which a timer woke)
+//! is checked against what the workload does.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+
+const OFFCPUTIME: &str = "/usr/sbin/offcputime";
+/// The workload's blocking functions (noinline, one blocking call each).
+const FUNCS: [&str; 4] = ["nap", "pace", "wait_pipe", "wait_cond"];
+
+/// The blocking function a stack's frames (any order) name, if exactly one.
+fn class<'a>(frames: impl Iterator<Item = &'a str>) -> Option<&'static str> {
+    let mut found = None;
+    for f in frames {
+        let name = f.trim();
+        let name = name.split(['+', ' ']).next().unwrap_or(name);
+        if let Some(c) = FUNCS.iter().find(|c| **c == name) {
+            if found.is_some_and(|x| x != *c) {
+                return None;
+            }
+            found = Some(*c);
+        }
+    }
+    found
+}
+
+/// offcputime's default output: one stack per paragraph (kernel frames, a `- COMM (TID)` line),
+/// its total in µs on the last line. It names no user frames here, so a stack's blocking
+/// function comes from its kernel frames and its thread's part in the workload (the threads are
+/// told apart by what they block in): the reader blocks in a pipe read, the writer (not the main
+/// thread, `pid`, which joins) on a futex and in a sleep, the sleeper in sleeps only.
+fn parse_offcputime(text: &str, pid: u32) -> BTreeMap<&'static str, u64> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum K {
+        Sleep,
+        Pipe,
+        Futex,
+    }
+    let mut by_tid: Vec<(u32, K, u64)> = Vec::new();
+    for para in text.split("\n\n") {
+        let lines: Vec<&str> = para.lines().filter(|l| !l.trim().is_empty()).collect();
+        let Some((last, frames)) = lines.split_last() else {
+            continue;
+        };
+        let Ok(us) = last.trim().parse::<u64>() else {
+            continue;
+        };
+        let has = |f: &str| frames.iter().any(|l| l.trim() == f);
+        let kind = if has("do_nanosleep") {
+            K::Sleep
+        } else if has("anon_pipe_read") || has("pipe_read") {
+            K::Pipe
+        } else if has("futex_wait") {
+            K::Futex
+        } else {
+            continue;
+        };
+        let tid = frames
+            .last()
+            .and_then(|l| l.trim_end().strip_suffix(')'))
+            .and_then(|l| l.rsplit_once('('))
+            .and_then(|(_, t)| t.parse::<u32>().ok());
+        if let Some(tid) = tid {
+            by_tid.push((tid, kind, us));
+        }
+    }
+    let tids_with = |k: K| -> Vec<u32> {
+        let mut t: Vec<u32> = by_tid
+            .iter()
+            .filter(|(tid, kind, _)| *kind == k && *tid != pid)
+            .map(|(tid, ..)| *tid)
+            .collect();
+        t.dedup();
+        t
+    };
+    let writers = tids_with(K::Futex);
+    let readers = tids_with(K::Pipe);
+    let mut out = BTreeMap::new();
+    for (tid, kind, us) in by_tid {
+        let class = match kind {
+            _ if tid == pid => continue,
+            K::Pipe if readers.contains(&tid) => "wait_pipe",
+            K::Futex if writers.contains(&tid) => "wait_cond",
+            K::Sleep if writers.contains(&tid) => "pace",
+            K::Sleep => "nap",
+            _ => continue,
+        };
+        *out.entry(class).or_default() += us;
+    }
+    out
+}
+
+/// `report --kind off --format folded`: `FRAME;FRAME;... MICROSECONDS`, the blocked stack up to
+/// `[blocked: REASON]`, then the waker's.
+fn parse_folded(text: &str) -> (BTreeMap<&'static str, u64>, Vec<String>) {
+    let mut out = BTreeMap::new();
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let Some((stack, us)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(us) = us.parse::<u64>() else { continue };
+        let blocked = stack.split("[blocked:").next().unwrap_or(stack);
+        let frames = blocked
+            .split(';')
+            .map(|f| f.rsplit(':').next().unwrap_or(f));
+        if let Some(c) = class(frames) {
+            *out.entry(c).or_default() += us;
+            lines.push(line.to_string());
+        }
+    }
+    (out, lines)
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn blocked_time_per_stack_agrees_with_offcputime() {
+    assert!(
+        std::path::Path::new(OFFCPUTIME).exists(),
+        "{OFFCPUTIME} missing: run scripts/setup.sh (Debian libbpf-tools)"
+    );
+    let bin = build_workload("offcpu_mix");
+    let mut w = Proc::spawn(cmd(&bin, &["25"]));
+    w.expect("ready", Duration::from_secs(5));
+    let pid = w.pid().to_string();
+    let profile = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("offcpu_mix.pkprof");
+
+    // offcputime prints its map when its duration ends or at SIGINT.
+    let bcc = Command::new(OFFCPUTIME)
+        .args(["-p", &pid, "30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start offcputime");
+    let bcc_pid = bcc.id() as i32;
+    let (bcc_tx, bcc_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = bcc_tx.send(bcc.wait_with_output());
+    });
+    let mut rec = Command::new(pkprof_bin())
+        .args(["record", "--off-cpu", "-p", &pid, "-o"])
+        .arg(&profile)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start pkprof record");
+    let stderr = rec.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("record: {line}");
+            if line.contains("recording at") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("pkprof record attached");
+    // offcputime loads in well under a second; it was started first.
+    std::thread::sleep(Duration::from_secs(1));
+    w.send_line("go");
+    w.expect("done", Duration::from_secs(20));
+    w.wait(Duration::from_secs(5));
+    let status = rec.wait().expect("pkprof record exits with its target");
+    assert!(status.success(), "pkprof record: {status}");
+    // SAFETY: kill(2) on our child, unreaped (its waiter has not returned).
+    unsafe { libc::kill(bcc_pid, libc::SIGINT) };
+    let bcc = bcc_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("offcputime ends at SIGINT")
+        .expect("offcputime output");
+    let bcc_text = String::from_utf8_lossy(&bcc.stdout);
+    std::fs::write(
+        profile.with_extension("offcputime.txt"),
+        bcc_text.as_bytes(),
+    )
+    .ok();
+    let theirs = parse_offcputime(&bcc_text, w.pid());
+
+    let folded = run_with_timeout(
+        Command::new(pkprof_bin())
+            .args(["report", "--kind", "off", "--format", "folded"])
+            .arg(&profile),
+        Duration::from_secs(60),
+    );
+    assert!(folded.status.success(), "report: {folded:?}");
+    let (ours, lines) = parse_folded(&String::from_utf8_lossy(&folded.stdout));
+    eprintln!("offcputime (µs): {theirs:?}");
+    eprintln!("pkprof     (µs): {ours:?}");
+    for c in FUNCS {
+        let (a, b) = (
+            ours.get(c).copied().unwrap_or(0),
+            theirs.get(c).copied().unwrap_or(0),
+        );
+        assert!(
+            b > 100_000,
+            "offcputime saw {b} µs blocked in {c}:\n{bcc_text}"
+        );
+        let err = rel_err(a, b);
+        eprintln!(
+            "{c}: pkprof {a} µs, offcputime {b} µs, {:+.2}%",
+            err * 100.0
+        );
+        assert!(err.abs() <= 0.05, "{c}: pkprof {a} µs vs offcputime {b} µs");
+    }
+
+    // The pipe reader was woken by the writer (its comm is the process's), which a timer woke
+    // from pace(): every wait_pipe stack names the writer as its waker, after it had been
+    // blocked on a sleep.
+    let pipe: Vec<&String> = lines.iter().filter(|l| l.contains("wait_pipe")).collect();
+    assert!(!pipe.is_empty());
+    for l in &pipe {
+        assert!(
+            l.contains("[--]") && l.contains("[woken by: workload-offcpu"),
+            "{l}"
+        );
+        assert!(
+            l.contains("itself blocked") && l.contains("on sleep"),
+            "{l}"
+        );
+        assert!(
+            l.contains("anon_pipe_write") || l.contains("pipe_write"),
+            "{l}"
+        );
+    }
+}

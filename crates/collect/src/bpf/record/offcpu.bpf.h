@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * pkprof record --off-cpu: off-CPU samples, their wakers and wake chains (docs/design.md,
+ * "Off-CPU samples"). A thread that leaves its CPU in a sleeping state opens an off period in its
+ * task storage (time, block reason); sched_waking notes who woke it (the current task, or the
+ * interrupt it ran in) and the waker's own chain; its switch-in closes the period.
+ *
+ * Sampling by time: a block of d ns is chosen with probability min(1, d / period) and then weighs
+ * max(d, period) (scaled to the whole off time), so the expected weight of every block is its
+ * length and blocks of a period or more are always taken, exactly (period 0: every block). Only
+ * chosen blocks pay for stacks: the waker's at its wakeup (in its context), the blocked thread's
+ * kernel stack at its switch-in (bpf_get_task_stack: it is unchanged while the thread sleeps),
+ * and its user stack in its own context when the blocking call returns (sys_exit: the user
+ * registers and stack are still those it blocked with), or when it blocks again first.
+ */
+#ifndef PKPROF_RECORD_OFFCPU_BPF_H
+#define PKPROF_RECORD_OFFCPU_BPF_H
+
+#include "core.bpf.h"
+#include "block_reason.bpf.h"
+#include "record/links.bpf.h"
+#include "record/sample.bpf.h"
+#include "user_stack.bpf.h"
+
+/* record --off-cpu: follow blocks at all. */
+const volatile bool off_cpu = false;
+/* Every process is sampled (record -a), not only `targets`. */
+const volatile bool off_cpu_all = false;
+/* Sampling period of off time in ns (0: every block). */
+const volatile __u64 off_cpu_period_ns = PKPROF_DEFAULT_OFFCPU_PERIOD_US * 1000ULL;
+/* Wake-chain entries kept (1..PKPROF_MAX_WAKE_CHAIN). */
+const volatile __u32 wake_chain_depth = PKPROF_DEFAULT_WAKE_CHAIN;
+
+struct pkprof_offcpu_stats pkprof_offcpu_stats_btf_anchor SEC(".data.btf_anchor");
+struct pkprof_offcpu pkprof_offcpu_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_block_reason pkprof_block_reason_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_offcpu_defaults pkprof_offcpu_defaults_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_waker_flags pkprof_waker_flags_btf_anchor SEC(".data.btf_anchor");
+
+/* Where a thread stands (offcpu_task.state). */
+enum offcpu_state {
+	OFF_NONE = 0,    /* running, or not followed */
+	OFF_BLOCKED = 1, /* off its CPU in a sleeping state */
+	OFF_CHOSEN = 2,  /* ... and chosen as a sample at its wakeup (waker taken) */
+	OFF_PENDING = 3, /* ran again: its sample waits for its user stack (offcpu_pending) */
+};
+
+/* Every thread's off state and wake chain (small; any thread can be a waker in a chain). */
+struct offcpu_task {
+	__u64 off_ns;
+	__u64 woken_ns;
+	__u64 blocked_ns;
+	__u32 reason;
+	__u32 state;
+	__u32 in_syscall;
+	/* chain[] describes the wake this thread runs for: valid from its wakeup until it blocks. */
+	__u32 nr_chain;
+	struct pkprof_waker chain[PKPROF_MAX_WAKE_CHAIN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct offcpu_task);
+} offcpu_tasks SEC(".maps");
+
+/* A chosen block's record while it is built (threads that are sampled, chosen blocks only). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pkprof_offcpu);
+} offcpu_pending SEC(".maps");
+
+/* Where a record meets its user stack bytes before the ring; one slot per CPU (sized by the
+ * loader), apart from sample_scratch: a cpu-clock sample may interrupt a syscall's exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pkprof_offcpu_buf);
+} offcpu_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pkprof_offcpu_stats);
+} offcpu_stats SEC(".maps");
+
+/*
+ * The thread switched in on this CPU with a sample waiting for its user stack (0: none), so that
+ * every syscall exit of the system costs one per-CPU load, not a task storage lookup. Valid from
+ * its switch-in until its call returns or it leaves the CPU (where a waiting sample is written):
+ * it cannot change CPU in between.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_armed SEC(".maps");
+
+static __always_inline struct pkprof_offcpu_stats *offcpu_counts(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&offcpu_stats, &zero);
+}
+
+/* Whether thread t's blocks are sampled. */
+static __always_inline bool offcpu_sampled(struct task_struct *t)
+{
+	if (!t->pid || (t->flags & PF_KTHREAD))
+		return false;
+	return off_cpu_all || target_flag(t->tgid);
+}
+
+/* Chooses a block of d ns: probability min(1, d / period). */
+static __always_inline bool offcpu_choose(__u64 d)
+{
+	if (!off_cpu_period_ns || d >= off_cpu_period_ns)
+		return true;
+	return (bpf_get_prandom_u32() % off_cpu_period_ns) < d;
+}
+
+/* The weight of a chosen block off for `off` ns, chosen on `chosen_on` ns of it. */
+static __always_inline __u64 offcpu_weight(__u64 off, __u64 chosen_on)
+{
+	if (!off_cpu_period_ns || chosen_on >= off_cpu_period_ns)
+		return off;
+	if (!chosen_on)
+		chosen_on = 1;
+	/* off * period / chosen_on, without overflow for any off below ~5 hours */
+	return off / chosen_on * off_cpu_period_ns + (off % chosen_on) * off_cpu_period_ns / chosen_on;
+}
+
+/*
+ * Writes the pending sample of the current thread, with its user stack when `regs` (its user
+ * registers) is given, and clears it.
+ */
+static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_task *t,
+					struct pt_regs *regs)
+{
+	struct pkprof_offcpu_stats *n = offcpu_counts();
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct pkprof_offcpu_buf *buf;
+	struct pkprof_offcpu *p;
+	__u64 len;
+
+	t->state = OFF_NONE;
+	p = bpf_task_storage_get(&offcpu_pending, cur, NULL, 0);
+	buf = bpf_map_lookup_elem(&offcpu_scratch, &cpu);
+	if (!p || !buf)
+		return;
+	if (bpf_probe_read_kernel(&buf->o, sizeof(buf->o), p))
+		return;
+	buf->o.s.ustack_len = 0;
+	buf->o.s.ustack_bytes_len = 0;
+	buf->o.s.user_ip = 0;
+	buf->o.s.user_sp = 0;
+	buf->o.s.user_bp = 0;
+	if (regs) {
+		__u64 uip = BPF_CORE_READ(regs, ip), usp = BPF_CORE_READ(regs, sp),
+		      ubp = BPF_CORE_READ(regs, bp);
+
+		buf->o.s.user_ip = uip;
+		buf->o.s.user_sp = usp;
+		buf->o.s.user_bp = ubp;
+		if (stack_bytes)
+			buf->o.s.ustack_bytes_len =
+				copy_user_stack(buf->stack, usp, stack_bytes, &buf->o.s.stack_flags);
+		buf->o.s.ustack_len = walk_user_stack(buf->o.s.ustack, buf->stack, buf->o.s.ustack_bytes_len,
+						      uip, ubp, usp, &buf->o.s.stack_flags);
+	} else if (n) {
+		n->exited_pending++;
+	}
+	len = sizeof(buf->o) + (buf->o.s.ustack_bytes_len & (2 * PKPROF_MAX_STACK_BYTES - 1));
+	if (len > sizeof(*buf))
+		len = sizeof(*buf);
+	{
+		__u32 owner = buf->o.s.cur_pid;
+		bool urgent = buf->o.s.ustack_len > 0 && !bpf_map_lookup_elem(&captured, &owner);
+
+		if (bpf_ringbuf_output(&events, buf, len, submit_flags(urgent))) {
+			if (n)
+				n->ring_full++;
+		} else if (n) {
+			n->emitted++;
+		}
+	}
+}
+
+/* Fills the identity of the waker running now on this CPU (c: its registers). */
+static __always_inline void offcpu_waker(struct pkprof_cpu *c, struct task_struct *cur,
+					 struct pkprof_waker *w)
+{
+	__u32 depth = c ? c->depth : 0, i = depth & (PKPROF_CTX_DEPTH - 1);
+
+	w->pid = cur->tgid;
+	w->tid = cur->pid;
+	w->vec = 0;
+	w->flags = (cur->flags & PF_KTHREAD) ? PKPROF_WAKER_KTHREAD : 0;
+	w->reason = 0;
+	w->blocked_ns = 0;
+	bpf_probe_read_kernel_str(w->comm, sizeof(w->comm), cur->comm);
+	if (c && depth && c->ctx[i] != PKPROF_CTX_TASK) {
+		w->ctx = c->ctx[i] == PKPROF_CTX_SOFTIRQ ? PKPROF_SCTX_SOFTIRQ : PKPROF_SCTX_HARDIRQ;
+		w->vec = c->vec[i];
+	} else if (!cur->pid) {
+		w->ctx = PKPROF_SCTX_IDLE;
+	} else {
+		w->ctx = PKPROF_SCTX_KERNEL;
+	}
+}
+
+/*
+ * sched_waking of p (ctx: the tracepoint's, for the waker's stacks). The woken thread's chain
+ * becomes: its waker, then the waker's own chain when the waker runs for a wake of its own
+ * (it was woken and has not blocked since); interrupt work starts a chain.
+ */
+static __always_inline void offcpu_waking(void *ctx, struct task_struct *p)
+{
+	struct pkprof_cpu *c = this_cpu();
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct offcpu_task *t, *wt = NULL;
+	struct pkprof_offcpu *pend;
+	__u64 now;
+	__u32 n = 0;
+	bool task_ctx;
+
+	t = bpf_task_storage_get(&offcpu_tasks, p, NULL, 0);
+	if (!t || t->state != OFF_BLOCKED)
+		return;
+	now = bpf_ktime_get_ns();
+	t->woken_ns = now;
+	t->blocked_ns = now - t->off_ns;
+	offcpu_waker(c, cur, &t->chain[0]);
+	task_ctx = t->chain[0].ctx == PKPROF_SCTX_KERNEL;
+	n = 1;
+	if (task_ctx)
+		wt = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
+	if (wt && wt->nr_chain) {
+		t->chain[0].flags |= PKPROF_WAKER_WAS_BLOCKED;
+		t->chain[0].blocked_ns = wt->blocked_ns;
+		t->chain[0].reason = wt->reason;
+#pragma unroll
+		for (int i = 0; i < PKPROF_MAX_WAKE_CHAIN - 1; i++) {
+			if (i + 1 >= wake_chain_depth)
+				break;
+			if (i >= wt->nr_chain)
+				break;
+			t->chain[i + 1] = wt->chain[i];
+			n = i + 2;
+		}
+		if (wt->nr_chain + 1 > wake_chain_depth) {
+			struct pkprof_offcpu_stats *s = offcpu_counts();
+
+			if (s)
+				s->chain_truncated++;
+		}
+	}
+	t->nr_chain = n;
+	if (!offcpu_sampled(p) || !offcpu_choose(t->blocked_ns))
+		return;
+	pend = bpf_task_storage_get(&offcpu_pending, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!pend)
+		return;
+	t->state = OFF_CHOSEN;
+	/* Skipping this program and bpf_trace_run1: the stack starts at try_to_wake_up. */
+	pend->waker_kstack_len = bpf_get_stack(ctx, pend->waker_kstack, sizeof(pend->waker_kstack), 2);
+	pend->waker_ustack_len = 0;
+	if (task_ctx && !(cur->flags & PF_KTHREAD))
+		pend->waker_ustack_len = bpf_get_stack(ctx, pend->waker_ustack, sizeof(pend->waker_ustack),
+						       BPF_F_USER_STACK);
+}
+
+/*
+ * The core's sched_switch, after its own work: prev leaves (state: its sleeping state, 0 when it
+ * stays runnable), next comes in.
+ */
+static __always_inline void offcpu_switch(struct task_struct *prev, struct task_struct *next,
+					  unsigned int state, __u64 now)
+{
+	struct pkprof_offcpu_stats *n;
+	struct offcpu_task *t;
+	struct pkprof_offcpu *p;
+	bool chosen;
+	__u64 off;
+
+	if (!off_cpu)
+		return;
+	if (prev->pid) {
+		t = bpf_task_storage_get(&offcpu_tasks, prev, NULL,
+					 state ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		if (t && t->state == OFF_PENDING)
+			/* Blocks again before its call returned: prev is current, its user
+			 * registers and stack are still those of the first block. */
+			offcpu_emit(prev, t, (struct pt_regs *)bpf_task_pt_regs(prev));
+		if (t && state) {
+			struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+
+			t->nr_chain = 0; /* no longer runs for its last wake */
+			t->off_ns = now;
+			t->woken_ns = 0;
+			t->blocked_ns = 0;
+			t->reason = block_reason(prev, state);
+			t->in_syscall = !(prev->flags & PF_KTHREAD) && BPF_CORE_READ(regs, orig_ax) >= 0;
+			t->state = OFF_BLOCKED;
+			if (offcpu_sampled(prev) && (n = offcpu_counts()))
+				n->blocks++;
+		} else if (!t && state && offcpu_sampled(prev) && (n = offcpu_counts())) {
+			n->no_storage++;
+		}
+	}
+	{
+		__u32 zero = 0, *armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
+
+		if (armed)
+			*armed = 0;
+	}
+	if (!next->pid)
+		return;
+	t = bpf_task_storage_get(&offcpu_tasks, next, NULL, 0);
+	if (!t || (t->state != OFF_BLOCKED && t->state != OFF_CHOSEN))
+		return;
+	off = now - t->off_ns;
+	chosen = t->state == OFF_CHOSEN;
+	t->state = OFF_NONE;
+	if (!offcpu_sampled(next))
+		return;
+	if (!chosen) {
+		if (t->woken_ns || !offcpu_choose(off))
+			return; /* not chosen at its wakeup, or no wakeup seen and not chosen now */
+		p = bpf_task_storage_get(&offcpu_pending, next, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!p)
+			return;
+		p->waker_kstack_len = 0;
+		p->waker_ustack_len = 0;
+		p->nr_chain = 0;
+	}
+	p = bpf_task_storage_get(&offcpu_pending, next, NULL, 0);
+	if (!p)
+		return;
+	n = offcpu_counts();
+	if (n)
+		n->chosen++;
+	p->off_ns = t->off_ns;
+	p->offcpu_ns = off;
+	p->blocked_ns = t->woken_ns ? t->blocked_ns : 0;
+	p->weight_ns = offcpu_weight(off, t->woken_ns ? t->blocked_ns : off);
+	p->reason = t->reason;
+	if (chosen) {
+		p->nr_chain = t->nr_chain;
+		__builtin_memcpy(p->chain, t->chain, sizeof(p->chain));
+	}
+	p->s.kind = PKPROF_EV_OFFCPU;
+	p->s.cpu = bpf_get_smp_processor_id();
+	p->s.time_ns = now;
+	p->s.cur_pid = next->tgid;
+	p->s.cur_tid = next->pid;
+	p->s.pid = 0;
+	p->s.tid = 0;
+	p->s.cgroup_id = 0;
+	p->s.hold = 0;
+	p->s.hold_kind = PKPROF_HOLD_NONE;
+	p->s.stack_flags = 0;
+	p->s.vec = 0;
+	p->s.flags = 0;
+	p->s.build_ns = 0;
+	p->s.ctx = PKPROF_SCTX_KERNEL;
+	p->s.py_len = 0; /* no Python walk for off-CPU samples yet */
+	p->s.py_state = PKPROF_PY_NONE;
+	label_thread(&p->s, next->pid);
+	if (!p->s.pid) {
+		p->s.pid = next->tgid;
+		p->s.flags = target_flag(next->tgid);
+	}
+	bpf_probe_read_kernel_str(p->s.comm, sizeof(p->s.comm), next->comm);
+	{
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(next);
+
+		p->s.orig_ax = t->in_syscall ? BPF_CORE_READ(regs, orig_ax) : -1;
+	}
+	p->s.kstack_len = bpf_get_task_stack(next, p->s.kstack, sizeof(p->s.kstack), 0);
+	p->s.ustack_len = 0;
+	p->s.ustack_bytes_len = 0;
+	if (t->in_syscall) {
+		__u32 zero = 0, *armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
+
+		t->state = OFF_PENDING; /* the user stack, at its return (offcpu_sys_exit) */
+		if (armed)
+			*armed = next->pid;
+	} else {
+		/* Blocked outside a call (a page fault): its user registers are not at hand now;
+		 * written without a user stack. */
+		__u32 cpu = bpf_get_smp_processor_id();
+		struct pkprof_offcpu_buf *buf = bpf_map_lookup_elem(&offcpu_scratch, &cpu);
+
+		if (buf && !bpf_probe_read_kernel(&buf->o, sizeof(buf->o), p)) {
+			if (bpf_ringbuf_output(&events, buf, sizeof(buf->o), submit_flags(false))) {
+				if (n)
+					n->ring_full++;
+			} else if (n) {
+				n->emitted++;
+			}
+		}
+	}
+}
+
+/* sys_exit of the current thread: a pending sample takes its user stack now. */
+static __always_inline void offcpu_sys_exit(struct pt_regs *regs)
+{
+	__u32 zero = 0, *armed;
+	struct task_struct *cur;
+	struct offcpu_task *t;
+
+	if (!off_cpu)
+		return;
+	armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
+	if (!armed || !*armed || *armed != (__u32)bpf_get_current_pid_tgid())
+		return;
+	*armed = 0;
+	cur = bpf_get_current_task_btf();
+	t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
+	if (t && t->state == OFF_PENDING)
+		offcpu_emit(cur, t, regs);
+}
+
+/* The current thread exits: a pending sample is written without its user stack. */
+static __always_inline void offcpu_exit(void)
+{
+	struct task_struct *cur;
+	struct offcpu_task *t;
+
+	if (!off_cpu)
+		return;
+	cur = bpf_get_current_task_btf();
+	t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
+	if (t && t->state == OFF_PENDING)
+		offcpu_emit(cur, t, NULL);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_offcpu_sys_exit, struct pt_regs *regs, long ret)
+{
+	offcpu_sys_exit(regs);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_offcpu_exit, struct task_struct *p)
+{
+	offcpu_exit();
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_offcpu_waking, struct task_struct *p)
+{
+	offcpu_waking(ctx, p);
+	return 0;
+}
+
+#endif /* PKPROF_RECORD_OFFCPU_BPF_H */
