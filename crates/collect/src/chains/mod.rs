@@ -263,7 +263,11 @@ mod tests {
             Option<(&'static str, &'static str)>,
         );
         let cases: &[Case] = &[
-            (&[], &["net_rx", "block_io", "workqueue", "server", "wall"], None),
+            (
+                &[],
+                &["net_rx", "block_io", "workqueue", "server", "wall"],
+                None,
+            ),
             (
                 &["sched:sched_wakeup_new"],
                 &["net_rx", "block_io", "workqueue", "server"],
