@@ -33,6 +33,13 @@ pub fn run(opts: PushOptions) -> Result<()> {
     let pusher = Pusher::start(config).context("cannot push")?;
     let start = Instant::now();
     for (f, p) in opts.files.iter().zip(&profiles) {
+        if p.off_cpu.is_some() {
+            // OTLP has no agreed off-CPU sample type yet: only the on-CPU samples go.
+            eprintln!(
+                "pkprof: {}: its off-CPU samples are not pushed (on-CPU samples only)",
+                f.display()
+            );
+        }
         pusher.push(p);
         tracing::info!("queued {} ({} samples)", f.display(), p.total_samples());
     }

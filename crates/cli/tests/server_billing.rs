@@ -37,7 +37,7 @@ fn check(kind: &str, mode: &str) {
     let pids = format!("{srv},{a},{b}");
     // The setup (forks, connections) is over before pkprof attaches, and the server then waits
     // for "go": its time since attach is the run's (an idle process has no row in a frame).
-    let (mut top, first) = Top::start_with_first_frame(&["-d", "0.5", "-p", &pids]);
+    let (mut top, first) = Top::start_with_first_frame(&["-d", "0.5", "--server", "-p", &pids]);
     let srv_base = row_of(&first, srv).map_or(0, task_ns);
 
     w.send_line("go");

@@ -45,6 +45,8 @@ pub struct CollectorOptions {
     pub tag_expire_ns: u64,
     /// pkprof record: stack sampling, the target set and uprobes.
     pub record: Option<RecordConfig>,
+    /// Opt-in chains to run ("server"): each costs on every syscall of the machine.
+    pub opt_in_chains: Vec<&'static str>,
 }
 
 impl Default for CollectorOptions {
@@ -56,6 +58,7 @@ impl Default for CollectorOptions {
             max_tags: DEFAULT_MAX_TAGS,
             tag_expire_ns: u64::from(Defaults::PKPROF_DEFAULT_TAG_EXPIRE_MS.0) * 1_000_000,
             record: None,
+            opt_in_chains: Vec::new(),
         }
     }
 }
@@ -151,7 +154,7 @@ impl Collector {
             .iter()
             .all(|(c, e)| index.has(c, e));
 
-        let (chains, chains_off) = chains::plan(&index);
+        let (chains, chains_off) = chains::plan(&index, &options.opt_in_chains);
 
         let stats_fd = if options.bpf_stats {
             // SAFETY: plain syscall wrapper; returns a new fd or a negative error.

@@ -98,16 +98,13 @@ impl Aggregate {
         self.groups.len()
     }
 
-    /// The id of a raw stack, interned; None when the stack limit is reached (counted as
-    /// dropped).
+    /// The id of a raw stack, interned; None when the stack limit is reached (the caller counts
+    /// what it could not keep).
     pub fn stack_id(&mut self, stack: RawStack) -> Option<u32> {
         let max_stacks = self.limits.map_or(usize::MAX, |l| l.0);
         Some(match self.stack_ids.get(&stack) {
             Some(id) => *id,
-            None if self.stacks.len() >= max_stacks => {
-                self.dropped += 1;
-                return None;
-            }
+            None if self.stacks.len() >= max_stacks => return None,
             None => {
                 let id = self.stacks.len() as u32;
                 self.stacks.push(stack.clone());
@@ -120,6 +117,7 @@ impl Aggregate {
     pub fn add(&mut self, stack: RawStack, labels: Labels) {
         let max_groups = self.limits.map_or(usize::MAX, |l| l.1);
         let Some(id) = self.stack_id(stack) else {
+            self.dropped += 1;
             return;
         };
         let key = (id, labels);
@@ -156,10 +154,17 @@ impl Aggregate {
         weight_ns: u64,
         chain_blocked_ns: &[u64],
     ) {
+        let max_groups = self.limits.map_or(usize::MAX, |l| l.1);
         let Some(id) = self.stack_id(stack) else {
+            self.dropped += 1;
             return;
         };
-        let sums = self.off_groups.entry((id, labels)).or_default();
+        let key = (id, labels);
+        if !self.off_groups.contains_key(&key) && self.off_groups.len() >= max_groups {
+            self.dropped += 1;
+            return;
+        }
+        let sums = self.off_groups.entry(key).or_default();
         sums.count += 1;
         sums.weight_ns += weight_ns;
         if sums.chain_blocked_ns.len() < chain_blocked_ns.len() {

@@ -83,6 +83,13 @@ impl Python {
         self.layouts.get(&pid).and_then(Option::as_ref)
     }
 
+    /// Forgets an exited process: its layout and named code objects (its PID may come back as
+    /// another process, another interpreter).
+    pub fn forget(&mut self, pid: u32) {
+        self.layouts.remove(&pid);
+        self.codes.retain(|(p, _), _| *p != pid);
+    }
+
     /// Whether `pid` was looked at already.
     pub fn known(&self, pid: u32) -> bool {
         self.layouts.contains_key(&pid)

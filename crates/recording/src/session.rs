@@ -253,9 +253,20 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         };
         let mut window = std::mem::replace(&mut self.rec, fresh);
         window.python = std::mem::take(&mut self.python.stats);
+        let exited: Vec<u32> = (self.rec.processes.iter())
+            .filter(|(_, p)| p.exited)
+            .map(|(pid, _)| *pid)
+            .collect();
         self.rec.processes.retain(|_, p| !p.exited);
         let live = &self.rec.processes;
         self.captures.retain(|pid, _| live.contains_key(pid));
+        // An exited process's Python layout goes too: its PID may come back as another program.
+        for pid in exited {
+            self.python.forget(pid);
+            self.kernel
+                .forget_python(pid)
+                .map_err(SessionError::Accounting)?;
+        }
         window.held_expired = expired - self.expired_before;
         self.expired_before = expired;
         Ok(window)

@@ -59,6 +59,10 @@ pub trait KernelSource {
     fn set_python(&mut self, _pid: u32, _layout: &PyLayout) -> Result<(), Self::Error> {
         Ok(())
     }
+    /// Forgets `pid`'s Python layout (the process exited: its PID may come back as another).
+    fn forget_python(&mut self, _pid: u32) -> Result<(), Self::Error> {
+        Ok(())
+    }
 }
 
 /// The sampled processes while they are alive: their maps (captured at their first sample), the

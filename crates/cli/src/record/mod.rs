@@ -101,6 +101,12 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             by_client: opts.by_client,
             off_cpu: opts.off_cpu.clone(),
         }),
+        // The server chain (its marks label the samples) runs only for `--by client`.
+        opt_in_chains: if opts.by_client {
+            vec!["server"]
+        } else {
+            Vec::new()
+        },
     };
     let mut collector = Collector::start(collector_opts)?;
     for off in collector.chains_off() {

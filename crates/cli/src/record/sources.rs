@@ -125,6 +125,10 @@ impl KernelSource for Kernel<'_> {
         };
         self.collector.set_python(pid, &p)
     }
+
+    fn forget_python(&mut self, pid: u32) -> Result<(), CollectError> {
+        self.collector.forget_python(pid)
+    }
 }
 
 /// The symbolizer: captures the sampled processes' maps, unwinds their stacks, names addresses.

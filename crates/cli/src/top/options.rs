@@ -29,6 +29,8 @@ pub struct TopOptions {
     pub max_tags: u32,
     pub tag_expire: Duration,
     pub bpf_stats: bool,
+    /// `--server`: the server chain runs (+SRV%).
+    pub server: bool,
     pub listen: Option<SocketAddr>,
     pub allow_remote: bool,
     pub udp: Option<String>,
@@ -44,6 +46,11 @@ impl TopOptions {
             tag_expire_ns: self.tag_expire.as_nanos() as u64,
             bpf_stats: self.bpf_stats,
             record: None,
+            opt_in_chains: if self.server {
+                vec!["server"]
+            } else {
+                Vec::new()
+            },
         }
     }
 

@@ -26,15 +26,22 @@ def deep(k, secs):
     return deep(k - 1, secs)
 
 
+def say(line):
+    """One write per line: print() writes its arguments, separators and end one by one, so two
+    threads printing at once can interleave within a line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def alpha(secs):
-    print("TID alpha", threading.get_native_id(), flush=True)
+    say(f"TID alpha {threading.get_native_id()}")
     end = time.thread_time() + secs
     while time.thread_time() < end:
         fib(12)
 
 
 def beta(secs):
-    print("TID beta", threading.get_native_id(), flush=True)
+    say(f"TID beta {threading.get_native_id()}")
     end = time.thread_time() + secs
     while time.thread_time() < end:
         sum(i * i for i in range(200))

@@ -561,7 +561,7 @@ struct pkprof_offcpu_stats {
 	__u64 chosen;          /* blocks chosen as samples */
 	__u64 emitted;         /* samples written to the ring */
 	__u64 ring_full;       /* samples lost: the ring buffer was full */
-	__u64 no_storage;      /* blocks not followed: no task storage could be had */
+	__u64 no_storage;      /* blocks not followed or chosen samples lost: no task storage could be had */
 	__u64 exited_pending;  /* samples whose thread exited before its user stack was taken
 				* (written without it) */
 	__u64 chain_truncated; /* wake chains cut at the depth limit */

@@ -11,6 +11,7 @@ pub(crate) static CHAIN: Chain = Chain {
     name: "block_io",
     title: "block I/O",
     unattributed: "block completions go to KERNEL",
+    opt_in: false,
     missing: |index| {
         first_missing(
             index,

@@ -45,6 +45,9 @@ pub(crate) struct Chain {
     pub title: &'static str,
     /// What is not attributed while the chain is off.
     pub unattributed: &'static str,
+    /// Runs only when asked for (`CollectorOptions::opt_in_chains`): its cost falls on events
+    /// too frequent to pay for by default (docs/design.md, "How a chain plugs in").
+    pub opt_in: bool,
     /// The first tracepoint the chain needs that `index` lacks ("category:event"), if any.
     pub missing: fn(&TracepointIndex) -> Option<String>,
     /// Sizes the chain's maps and sets which of its programs load (none when it is off).
@@ -83,11 +86,18 @@ impl fmt::Display for ChainOff {
     }
 }
 
-/// Splits [`CHAINS`] into those `index` has every tracepoint of, and those turned off.
-pub(crate) fn plan(index: &TracepointIndex) -> (Vec<&'static Chain>, Vec<ChainOff>) {
+/// Splits [`CHAINS`] into those `index` has every tracepoint of, and those turned off. An opt-in
+/// chain not named in `wanted` is in neither: it was not asked for.
+pub(crate) fn plan(
+    index: &TracepointIndex,
+    wanted: &[&str],
+) -> (Vec<&'static Chain>, Vec<ChainOff>) {
     let mut on = Vec::new();
     let mut off = Vec::new();
     for &chain in CHAINS {
+        if chain.opt_in && !wanted.contains(&chain.name) {
+            continue;
+        }
         match (chain.missing)(index) {
             None => on.push(chain),
             Some(tracepoint) => off.push(ChainOff {
@@ -317,7 +327,8 @@ mod tests {
                 .filter(|t| !absent.contains(t))
                 .collect();
             let dir = events_dir(&i.to_string(), &present);
-            let (chains_on, chains_off) = plan(&TracepointIndex::of_events_dir(dir.clone()));
+            let (chains_on, chains_off) =
+                plan(&TracepointIndex::of_events_dir(dir.clone()), &["server"]);
             std::fs::remove_dir_all(dir).unwrap();
             let names: Vec<&str> = chains_on.iter().map(|c| c.name).collect();
             assert_eq!(names, *on, "without {absent:?}");
@@ -330,6 +341,23 @@ mod tests {
                 "without {absent:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_opt_in_chain_runs_only_when_asked() {
+        let dir = events_dir("opt-in", ALL);
+        let index = TracepointIndex::of_events_dir(dir.clone());
+        let names = |wanted: &[&str]| {
+            let (on, off) = plan(&index, wanted);
+            assert!(off.is_empty());
+            on.iter().map(|c| c.name).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&[]), ["net_rx", "block_io", "workqueue", "wall"]);
+        assert_eq!(
+            names(&["server"]),
+            ["net_rx", "block_io", "workqueue", "server", "wall"]
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub(crate) static CHAIN: Chain = Chain {
     name: "net_rx",
     title: "network receive",
     unattributed: "receive softirq time goes to KERNEL",
+    opt_in: false,
     missing: |index| {
         first_missing(index, NEEDED).or_else(|| {
             let has = |(c, e): (&str, &str)| index.has(c, e);

@@ -13,6 +13,7 @@ pub(crate) static CHAIN: Chain = Chain {
     name: "server",
     title: "server",
     unattributed: "a server's work for its clients stays the server's own time",
+    opt_in: true,
     missing: |index| {
         first_missing(
             index,

@@ -11,6 +11,7 @@ pub(crate) static CHAIN: Chain = Chain {
     name: "wall",
     title: "wall time",
     unattributed: "blocked time is not told from runqueue wait (all off-CPU time is blocked)",
+    opt_in: false,
     missing: |index| {
         first_missing(
             index,

@@ -12,6 +12,7 @@ pub(crate) static CHAIN: Chain = Chain {
     name: "workqueue",
     title: "workqueue",
     unattributed: "work items stay the kworkers' own time (KERNEL)",
+    opt_in: false,
     missing: |index| {
         first_missing(
             index,

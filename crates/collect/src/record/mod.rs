@@ -181,6 +181,15 @@ impl Collector {
             .map_err(read_err("py_procs"))
     }
 
+    /// Forgets `pid`'s CPython layout (it exited; its PID may come back as another process).
+    pub fn forget_python(&self, pid: u32) -> Result<(), CollectError> {
+        match self.skel.maps.py_procs.delete(&pid.to_ne_bytes()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(read_err("py_procs")(e)),
+        }
+    }
+
     /// Processes in the kernel's target set now.
     pub fn targets(&self) -> Vec<u32> {
         self.skel

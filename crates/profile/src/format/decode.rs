@@ -222,10 +222,10 @@ fn user_stacks(u: proto::UserStacks) -> Result<UserStacks, Corruption> {
 fn frame(id: FrameId, f: proto::Frame, strings: &Strings) -> Result<Frame, Corruption> {
     let kind = match proto::FrameKind::try_from(f.kind) {
         _ if f.truncated => FrameKind::Truncated,
+        _ if f.python => FrameKind::Python,
         Ok(proto::FrameKind::User) => FrameKind::User,
         Ok(proto::FrameKind::Kernel) => FrameKind::Kernel,
         Ok(proto::FrameKind::Syscall) => FrameKind::Syscall,
-        Ok(proto::FrameKind::Python) => FrameKind::Python,
         Err(_) => return Err(unknown("frame kind", f.kind)),
     };
     Ok(Frame {

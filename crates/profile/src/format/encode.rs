@@ -210,11 +210,11 @@ fn target_kind(k: TargetKind) -> proto::TargetKind {
 
 fn frame<'a>(f: &'a Frame, strings: &mut Strings<'a>) -> proto::Frame {
     let kind = match f.kind {
-        // Older readers know no truncated kind: they see a user frame (field `truncated`).
-        FrameKind::User | FrameKind::Truncated => proto::FrameKind::User,
+        // Older readers know no truncated or Python kind: they see a user frame (fields
+        // `truncated`, `python`).
+        FrameKind::User | FrameKind::Truncated | FrameKind::Python => proto::FrameKind::User,
         FrameKind::Kernel => proto::FrameKind::Kernel,
         FrameKind::Syscall => proto::FrameKind::Syscall,
-        FrameKind::Python => proto::FrameKind::Python,
     };
     proto::Frame {
         kind: kind as i32,
@@ -227,6 +227,7 @@ fn frame<'a>(f: &'a Frame, strings: &mut Strings<'a>) -> proto::Frame {
         inlined: f.inlined,
         truncated: f.kind == FrameKind::Truncated,
         build_id_str: strings.id(&f.build_id),
+        python: f.kind == FrameKind::Python,
     }
 }
 

@@ -139,7 +139,7 @@ fn unknown_enum_values_are_corrupt() {
         }
     ));
     let mut m = valid();
-    m.frames[0].kind = 4; // 3 is FRAME_KIND_PYTHON
+    m.frames[0].kind = 3;
     assert!(matches!(
         corruption(&m),
         Corruption::UnknownEnum {
@@ -360,6 +360,42 @@ fn truncated_mark_is_a_user_frame_to_older_readers() {
         Frame {
             kind: FrameKind::User,
             ..mark
+        }
+    );
+}
+
+#[test]
+fn python_frame_is_a_user_frame_to_older_readers() {
+    use crate::model::{Frame, FrameKind, Stack};
+    let py = Frame {
+        kind: FrameKind::Python,
+        name: "fib.py:fib".into(),
+        module: "fib.py".into(),
+        offset: 3,
+        symbolized: true,
+        ..Frame::default()
+    };
+    let p = Profile {
+        frames: vec![py.clone()],
+        stacks: vec![Stack { frames: vec![0] }],
+        ..Profile::default()
+    };
+    let body = encode::encode_body(&p).unwrap();
+    // On the wire: a user frame named `fib.py:fib`, with field 11 set.
+    let mut msg = proto::Profile::decode(body.as_slice()).unwrap();
+    let f = &msg.frames[0];
+    assert_eq!(f.kind, proto::FrameKind::User as i32);
+    assert!(f.python);
+    assert_eq!(msg.strings[f.name_str as usize], "fib.py:fib");
+    assert_eq!(decode::decode_body(&body).unwrap(), p);
+    // A reader that skips field 11 sees a user frame of that name.
+    msg.frames[0].python = false;
+    let old = decode::decode_body(&msg.encode_to_vec()).unwrap();
+    assert_eq!(
+        old.frames[0],
+        Frame {
+            kind: FrameKind::User,
+            ..py
         }
     );
 }

@@ -152,10 +152,11 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
 	t->state = OFF_NONE;
 	p = bpf_task_storage_get(&offcpu_pending, cur, NULL, 0);
 	buf = bpf_map_lookup_elem(&offcpu_scratch, &cpu);
-	if (!p || !buf)
+	if (!p || !buf || bpf_probe_read_kernel(&buf->o, sizeof(buf->o), p)) {
+		if (n)
+			n->no_storage++; /* a chosen sample lost before its record was built */
 		return;
-	if (bpf_probe_read_kernel(&buf->o, sizeof(buf->o), p))
-		return;
+	}
 	buf->o.s.ustack_len = 0;
 	buf->o.s.ustack_bytes_len = 0;
 	buf->o.s.user_ip = 0;
@@ -265,8 +266,13 @@ static __always_inline void offcpu_waking(void *ctx, struct task_struct *p)
 	if (!offcpu_sampled(p) || !offcpu_choose(t->blocked_ns))
 		return;
 	pend = bpf_task_storage_get(&offcpu_pending, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!pend)
+	if (!pend) {
+		struct pkprof_offcpu_stats *s = offcpu_counts();
+
+		if (s)
+			s->no_storage++; /* a chosen block lost: no storage for its sample */
 		return;
+	}
 	t->state = OFF_CHOSEN;
 	/* Skipping this program and bpf_trace_run1: the stack starts at try_to_wake_up. */
 	pend->waker_kstack_len = bpf_get_stack(ctx, pend->waker_kstack, sizeof(pend->waker_kstack), 2);
@@ -334,8 +340,12 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 		if (t->woken_ns || !offcpu_choose(off))
 			return; /* not chosen at its wakeup, or no wakeup seen and not chosen now */
 		p = bpf_task_storage_get(&offcpu_pending, next, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (!p)
+		if (!p) {
+			n = offcpu_counts();
+			if (n)
+				n->no_storage++;
 			return;
+		}
 		p->waker_kstack_len = 0;
 		p->waker_ustack_len = 0;
 		p->nr_chain = 0;
