@@ -13,7 +13,8 @@
  * 3:1).
  *
  * Protocol on stdout/stdin: "ready SERVER_PID A_PID B_PID", then waits for a line on stdin, then
- * "start", and at the end "end SERVED_A SERVED_B" (requests the server served per client).
+ * "start", and at the end "end SERVED_A SERVED_B CPU_A_NS CPU_B_NS" (requests the server served per
+ * client, and its thread CPU time from each request read to its reply written, per client).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -47,6 +48,17 @@ struct msg {
 static struct conn conns[2][MAX_CONN]; /* [client][connection] */
 static int nconn = 1;
 static unsigned long served[2][MAX_CONN]; /* [client][worker] */
+/* The serving thread's own CPU time per client (CLOCK_THREAD_CPUTIME_ID, the kernel's clock of the
+ * thread), from each request read to its reply written: [client][worker], ns. */
+static unsigned long long cpu_ns[2][MAX_CONN];
+
+static unsigned long long thread_cpu_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (unsigned long long)t.tv_sec * 1000000000ull + t.tv_nsec;
+}
 
 static void die(const char *what)
 {
@@ -116,9 +128,11 @@ static void *worker(void *arg)
 				open--;
 				continue;
 			}
+			unsigned long long t0 = thread_cpu_ns();
 			work();
 			served[m.client & 1][w]++;
 			full_write(conns[c][w].srv_wr, &m, sizeof(m));
+			cpu_ns[m.client & 1][w] += thread_cpu_ns() - t0;
 		}
 	}
 	return NULL;
@@ -293,7 +307,8 @@ int main(int argc, char **argv)
 	}
 	for (int c = 0; c < 2; c++)
 		waitpid(pids[c], NULL, 0);
-	printf("end %lu %lu\n", served[0][0] + served[0][1], served[1][0] + served[1][1]);
+	printf("end %lu %lu %llu %llu\n", served[0][0] + served[0][1], served[1][0] + served[1][1],
+	       cpu_ns[0][0] + cpu_ns[0][1], cpu_ns[1][0] + cpu_ns[1][1]);
 	fflush(stdout);
 	return 0;
 }
