@@ -10,7 +10,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -159,18 +158,13 @@ fn blocked_time_per_stack_agrees_with_offcputime() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start pkprof record");
-    let stderr = rec.stderr.take().expect("piped stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("record: {line}");
-            if line.contains("recording at") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("pkprof record attached");
+    let lines = echo_stderr(&mut rec, "record: ");
+    wait_for_line(
+        &lines,
+        "recording at",
+        "pkprof record attached",
+        Duration::from_secs(30),
+    );
     // offcputime loads in well under a second; it was started first.
     std::thread::sleep(Duration::from_secs(1));
     w.send_line("go");

@@ -12,10 +12,8 @@ mod common;
 #[path = "../../otlp/tests/support/mod.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use common::netns::Link;
@@ -35,22 +33,13 @@ fn record(file: &Path, args: &[&str], started: impl FnOnce()) -> Profile {
         .stderr(Stdio::piped())
         .spawn()
         .expect("pkprof starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("pkprof: {line}");
-            let _ = tx.send(line);
-        }
-    });
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("pkprof record starts sampling within 30 s");
-        if line.contains("recording at") {
-            break;
-        }
-    }
+    let rx = echo_stderr(&mut child, "pkprof: ");
+    wait_for_line(
+        &rx,
+        "recording at",
+        "pkprof record starts sampling within 30 s",
+        Duration::from_secs(30),
+    );
     started();
     assert!(child.wait().unwrap().success(), "pkprof record failed");
     pkprof_profile::load(file).expect("the profile reads back")

@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -40,31 +39,19 @@ impl Recording {
             .stderr(Stdio::piped())
             .spawn()
             .expect("pkprof starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("pkprof: {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = echo_stderr(&mut child, "pkprof: ");
         let rec = Recording {
             child,
             output,
             stderr: rx,
         };
-        loop {
-            let line = rec
-                .stderr
-                .recv_timeout(Duration::from_secs(30))
-                .expect("pkprof record starts sampling within 30 s");
-            if line.contains("recording at") {
-                return rec;
-            }
-        }
+        wait_for_line(
+            &rec.stderr,
+            "recording at",
+            "pkprof record starts sampling within 30 s",
+            Duration::from_secs(30),
+        );
+        rec
     }
 
     /// Waits for the end of the recording; returns the summary and the profile.

@@ -79,17 +79,7 @@ impl Top {
             .stderr(Stdio::piped())
             .spawn()
             .expect("pkprof starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("{line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = echo_stderr(&mut child, "");
         let (top, first) = Top::reading(child);
         (top, first, rx)
     }
@@ -539,5 +529,30 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
             "timed out after {timeout:?} waiting for {what}"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Echoes `child`'s piped stderr to the test's stderr, each line after `prefix`, on a thread of
+/// its own, and hands every line to the returned receiver (lines nobody waits for are dropped).
+pub fn echo_stderr(child: &mut Child, prefix: &'static str) -> Receiver<String> {
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{prefix}{line}");
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// Waits on `lines` (from [`echo_stderr`]) for one containing `needle`; panics with `what` when
+/// none comes within `timeout` between lines.
+pub fn wait_for_line(lines: &Receiver<String>, needle: &str, what: &str, timeout: Duration) {
+    loop {
+        let line = lines.recv_timeout(timeout).expect(what);
+        if line.contains(needle) {
+            return;
+        }
     }
 }

@@ -329,9 +329,40 @@ fn gzip_body_sizes_are_checked() {
     );
 }
 
+/// A frame of a kind older readers do not know (`frame.kind`) is written as a user frame of its
+/// name with a flag field set (`flag`): it round-trips, and a reader that skips the field sees a
+/// user frame of that name.
+fn user_frame_to_older_readers(
+    frame: crate::model::Frame,
+    flag: fn(&mut proto::Frame) -> &mut bool,
+) {
+    use crate::model::{Frame, FrameKind, Stack};
+    let p = Profile {
+        frames: vec![frame.clone()],
+        stacks: vec![Stack { frames: vec![0] }],
+        ..Profile::default()
+    };
+    let body = encode::encode_body(&p).unwrap();
+    let mut msg = proto::Profile::decode(body.as_slice()).unwrap();
+    let f = &mut msg.frames[0];
+    assert_eq!(f.kind, proto::FrameKind::User as i32);
+    assert!(*flag(f));
+    assert_eq!(msg.strings[msg.frames[0].name_str as usize], frame.name);
+    assert_eq!(decode::decode_body(&body).unwrap(), p);
+    *flag(&mut msg.frames[0]) = false;
+    let old = decode::decode_body(&msg.encode_to_vec()).unwrap();
+    assert_eq!(
+        old.frames[0],
+        Frame {
+            kind: FrameKind::User,
+            ..frame
+        }
+    );
+}
+
 #[test]
 fn truncated_mark_is_a_user_frame_to_older_readers() {
-    use crate::model::{Frame, FrameKind, Stack};
+    use crate::model::{Frame, FrameKind};
     let mark = Frame {
         kind: FrameKind::Truncated,
         name: "[truncated]".into(),
@@ -339,34 +370,13 @@ fn truncated_mark_is_a_user_frame_to_older_readers() {
         symbolized: true,
         ..Frame::default()
     };
-    let p = Profile {
-        frames: vec![mark.clone()],
-        stacks: vec![Stack { frames: vec![0] }],
-        ..Profile::default()
-    };
-    let body = encode::encode_body(&p).unwrap();
-    // On the wire: a user frame named `[truncated]`, with the new field set.
-    let mut msg = proto::Profile::decode(body.as_slice()).unwrap();
-    let f = &msg.frames[0];
-    assert_eq!(f.kind, proto::FrameKind::User as i32);
-    assert!(f.truncated);
-    assert_eq!(msg.strings[f.name_str as usize], "[truncated]");
-    assert_eq!(decode::decode_body(&body).unwrap(), p);
-    // A reader that skips field 9 sees a user frame of that name.
-    msg.frames[0].truncated = false;
-    let old = decode::decode_body(&msg.encode_to_vec()).unwrap();
-    assert_eq!(
-        old.frames[0],
-        Frame {
-            kind: FrameKind::User,
-            ..mark
-        }
-    );
+    // Field 9.
+    user_frame_to_older_readers(mark, |f| &mut f.truncated);
 }
 
 #[test]
 fn python_frame_is_a_user_frame_to_older_readers() {
-    use crate::model::{Frame, FrameKind, Stack};
+    use crate::model::{Frame, FrameKind};
     let py = Frame {
         kind: FrameKind::Python,
         name: "fib.py:fib".into(),
@@ -375,29 +385,8 @@ fn python_frame_is_a_user_frame_to_older_readers() {
         symbolized: true,
         ..Frame::default()
     };
-    let p = Profile {
-        frames: vec![py.clone()],
-        stacks: vec![Stack { frames: vec![0] }],
-        ..Profile::default()
-    };
-    let body = encode::encode_body(&p).unwrap();
-    // On the wire: a user frame named `fib.py:fib`, with field 11 set.
-    let mut msg = proto::Profile::decode(body.as_slice()).unwrap();
-    let f = &msg.frames[0];
-    assert_eq!(f.kind, proto::FrameKind::User as i32);
-    assert!(f.python);
-    assert_eq!(msg.strings[f.name_str as usize], "fib.py:fib");
-    assert_eq!(decode::decode_body(&body).unwrap(), p);
-    // A reader that skips field 11 sees a user frame of that name.
-    msg.frames[0].python = false;
-    let old = decode::decode_body(&msg.encode_to_vec()).unwrap();
-    assert_eq!(
-        old.frames[0],
-        Frame {
-            kind: FrameKind::User,
-            ..py
-        }
-    );
+    // Field 11.
+    user_frame_to_older_readers(py, |f| &mut f.python);
 }
 
 /// A profile with off-CPU groups: one with a waker stack and a two-entry chain, one without.
