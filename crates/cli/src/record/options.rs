@@ -59,7 +59,8 @@ pub struct RecordOptions {
 /// samples at the rate (each up to a record plus `stack_bytes`), so that the reader, which polls
 /// every 50 ms, keeps up without losses; between 8 and 256 MiB; a power of two.
 pub fn ring_bytes(ring_mib: Option<u32>, frequency_hz: u64, cpus: u64, stack_bytes: u32) -> u32 {
-    const RECORD: u64 = 3840; // struct pkprof_sample (Python frames included), rounded up
+    // struct pkprof_sample, rounded up to 256 bytes.
+    const RECORD: u64 = (pkprof_collect::record::SAMPLE_RECORD_BYTES as u64).next_multiple_of(256);
     let bytes = match ring_mib {
         Some(mib) => u64::from(mib) << 20,
         None => {

@@ -70,6 +70,9 @@ pub const DEFAULT_OFFCPU_PERIOD_US: u32 = OffDefaults::PKPROF_DEFAULT_OFFCPU_PER
 pub const DEFAULT_WAKE_CHAIN: u32 = OffDefaults::PKPROF_DEFAULT_WAKE_CHAIN.0;
 pub const MAX_WAKE_CHAIN: u32 = OffDefaults::PKPROF_MAX_WAKE_CHAIN.0;
 
+/// Bytes of one sample record before its user stack bytes (`struct pkprof_sample`).
+pub const SAMPLE_RECORD_BYTES: usize = std::mem::size_of::<crate::skel::types::pkprof_sample>();
+
 /// The off-CPU side's counts, summed over CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OffCpuCounts {
