@@ -38,18 +38,38 @@ static __always_inline bool is_fair(struct task_struct *t)
 }
 
 /*
+ * The steal time the scheduler has taken out of this CPU's task clock so far (the run queue's
+ * prev_steal_time_rq, brought up to date by the rq clock update that precedes every switch), read
+ * through the task's fair-class queue as wall.bpf.h's sched_wait does; 0 when unknown (a kernel
+ * without CONFIG_PARAVIRT or group scheduling).
+ */
+static __always_inline __u64 cpu_steal_ns(struct task_struct *t)
+{
+	struct cfs_rq *q;
+
+	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq) ||
+	    !bpf_core_field_exists(struct cfs_rq, rq))
+		return 0;
+	q = t->se.cfs_rq;
+	if (!q)
+		return 0;
+	return q->rq->prev_steal_time_rq;
+}
+
+/*
  * Bills prev's slice as long as the scheduler timed it (se.sum_exec_runtime, what the task's own
  * CPU clocks read), not from our timestamps: after a wakeup that preempts, the scheduler skips its
  * clock update (rq_clock_skip_update) and bills the woken task from the wakeup on, ending the
  * previous slice there; steal time is left out. The difference moves between this thread and the
  * CPU's idle time, so the CPU's parts still add up to wall time.
  */
-static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct task_struct *prev)
+static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct task_struct *prev,
+						   __u64 steal)
 {
 	/* Measured against our own reading at switch-in: se.prev_sum_exec_runtime is reset when a
 	 * running task changes group (autogroup at exit, for one). */
 	__u64 slice = prev->se.sum_exec_runtime - (c->sum_at_in - 1);
-	__u64 billed = 0, task, had = c->pending.task_ns;
+	__u64 billed = 0, task, had = c->pending.task_ns, stolen = 0;
 	__s64 skew;
 
 	if (!c->sum_at_in)
@@ -60,8 +80,12 @@ static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct 
 		for (int i = 0; i < PKPROF_NR_SOFTIRQS; i++)
 			billed += c->pending.softirq_ns[i];
 	}
+	/* Our clock ran on while the hypervisor held the CPU; the scheduler's did not. */
+	if (steal && c->steal_at_in && steal > c->steal_at_in)
+		stolen = steal - c->steal_at_in;
 	/* A slice far off ours is not this slice (e.g. a policy change): keep our figure. */
-	if (slice > had + billed + 10000000ULL || slice + 10000000ULL < had + billed)
+	if (slice + stolen > had + billed + 10000000ULL ||
+	    slice + stolen + 10000000ULL < had + billed)
 		return;
 	task = slice > billed ? slice - billed : 0;
 	skew = (__s64)task - (__s64)had;
@@ -107,11 +131,12 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	     unsigned int prev_state)
 {
 	struct pkprof_cpu *c = this_cpu();
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns(), steal;
 	struct pkprof_thread *e;
 
 	if (!c)
 		return 0;
+	steal = cpu_steal_ns(prev);
 	charge(c, now);
 	if (c->tag != PKPROF_TAG_NONE)
 		tag_close(c);
@@ -153,7 +178,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		}
 	}
 	if (c->cur_tid && c->cur_tid == (__u32)prev->pid && is_fair(prev))
-		follow_scheduler_slice(c, prev);
+		follow_scheduler_slice(c, prev, steal);
 	if (c->cur_tid && c->cur_tid == (__u32)prev->pid) {
 		e = thread_entry(c, prev, now);
 		c->pending.switches++;
@@ -172,6 +197,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	c->cur_tid = next->pid;
 	c->cur_pid = next->tgid;
 	c->sum_at_in = next->se.sum_exec_runtime + 1;
+	c->steal_at_in = steal;
 	chains_switch_in(c, next);
 	c->mode = PKPROF_MODE_UNKNOWN;
 	c->sys_enter_ns = 0;
