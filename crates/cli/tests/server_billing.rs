@@ -226,3 +226,42 @@ fn record_by_client_labels_the_servers_samples_with_its_clients() {
         "{ss} of the server's request-loop samples kept its own label"
     );
 }
+
+/// `record --by client -- CMD`: pkprof starts CMD through a gate pipe (the child reads pkprof's
+/// byte, then execs), and the exec ends that mark: CMD's samples are its own, not pkprof's. The
+/// truth is the kernel's: the command is the only process that runs `hot_seventy`, so every such
+/// sample on its CPU serves it.
+#[test]
+#[ignore = "needs root and BPF"]
+fn record_by_client_bills_a_started_command_to_itself() {
+    let bin = build_workload("hot_split");
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("server_by_client_cmd.pkprof");
+    let _ = std::fs::remove_file(&out);
+    let o = run_with_timeout(
+        std::process::Command::new(pkprof_bin())
+            .args(["record", "--by", "client", "-F", "499", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&bin)
+            .arg("1"),
+        60 * SEC,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = pkprof_profile::load(&out).expect("the profile reads back");
+    let (mut own, mut other) = (0u64, 0u64);
+    for s in &p.samples {
+        if p.stack_frames(s.stack).any(|f| f.name == "hot_seventy") {
+            if s.pid == s.current_pid {
+                own += s.count;
+            } else {
+                other += s.count;
+            }
+        }
+    }
+    eprintln!("hot_seventy samples: the command's own {own}, billed to another process {other}");
+    assert!(own >= 100, "too few samples to judge: {own} + {other}");
+    assert!(
+        other * 100 <= own,
+        "{other} of the command's samples were billed to another process (own {own})"
+    );
+}

@@ -1,7 +1,7 @@
 //! The server chain's Rust side (src/bpf/chains/server.bpf.h; docs/design.md, "Server work
 //! billed to its clients"): a thread's time after it reads a client's data from a pipe, a unix
 //! socket or a loopback TCP connection, billed to that client. Owns its two raw syscall
-//! tracepoint programs and the sweeps of `srv_writers`, `srv_reads` and `srv_parked`.
+//! tracepoint programs, its exec program and the sweeps of `srv_writers`, `srv_reads` and `srv_parked`.
 
 use super::{first_missing, Chain, Setup, SweepAt, Swept};
 use crate::error::CollectError;
@@ -17,11 +17,15 @@ pub(crate) static CHAIN: Chain = Chain {
     missing: |index| {
         first_missing(
             index,
-            &[("raw_syscalls", "sys_enter"), ("raw_syscalls", "sys_exit")],
+            &[
+                ("raw_syscalls", "sys_enter"),
+                ("raw_syscalls", "sys_exit"),
+                ("sched", "sched_process_exec"),
+            ],
         )
     },
     configure,
-    programs: |p| vec![&p.on_srv_sys_enter, &p.on_srv_sys_exit],
+    programs: |p| vec![&p.on_srv_sys_enter, &p.on_srv_sys_exit, &p.on_srv_exec],
     sweep,
 };
 
@@ -49,6 +53,7 @@ fn configure(open: &mut OpenCpuAccountSkel<'static>, s: &Setup) -> Result<(), li
     }
     open.progs.on_srv_sys_enter.set_autoload(s.on);
     open.progs.on_srv_sys_exit.set_autoload(s.on);
+    open.progs.on_srv_exec.set_autoload(s.on);
     Ok(())
 }
 

@@ -317,6 +317,26 @@ int BPF_PROG(on_srv_sys_exit, struct pt_regs *regs, long ret)
 	return WITH_IRQS_OFF(srv_read_exit(ret));
 }
 
+/*
+ * An exec ends the mark: the new image serves no one the old one read from. (`record -- CMD`
+ * starts CMD through a gate pipe: the child reads pkprof's byte, then execs; without this the
+ * command's whole run, CPU-bound and never blocking, was billed to pkprof.)
+ */
+static __always_inline int srv_exec(void)
+{
+	struct pkprof_cpu *c = this_cpu();
+
+	if (c && task_tag_runs_for(c, PKPROF_CHAIN_SERVER, c->cur_tid))
+		srv_mark(c, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_srv_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	return WITH_IRQS_OFF(srv_exec());
+}
+
 /* ---- the chain's hooks (core.bpf.h, PKPROF_CHAIN_HOOKS) ---- */
 
 /* The chain opens no interrupt tag. */
