@@ -653,11 +653,20 @@ fn estimate(
     noisy: bool,
     basis: String,
 ) -> Estimate {
+    let cluster = cluster_ns(table, c, obs);
+    // No change saves more than the calls it changes took: a calibrated plain cost above the
+    // observed one (the calibration ran colder or busier than the program) would promise more.
+    let cap = cluster as f64;
+    let basis = if saving.mid > cap {
+        format!("{basis}; capped at the cluster's measured time (the calibrated plain cost exceeds what was observed)")
+    } else {
+        basis
+    };
     Estimate {
-        saved_ns: saving.mid.round() as i64,
-        saved_low_ns: saving.low.round() as i64,
-        saved_high_ns: saving.high.round() as i64,
-        cluster_ns: cluster_ns(table, c, obs),
+        saved_ns: saving.mid.min(cap).round() as i64,
+        saved_low_ns: saving.low.min(cap).round() as i64,
+        saved_high_ns: saving.high.min(cap).round() as i64,
+        cluster_ns: cluster,
         noisy,
         basis,
     }
@@ -892,6 +901,10 @@ mod tests {
 
     /// pread 800 ns plain, 1500 batched: never worth it. statx 2000 plain, 600 batched + 700
     /// per batch. copy_file_range 900 ns per 4 KiB against 2500 for read + write.
+    /// How long each call of the fixtures' traces took: above every calibrated plain cost of
+    /// `table()`, as a program's calls are when the calibration ran on the same machine.
+    const OBSERVED_NS: u64 = 2500;
+
     fn table() -> CostTable {
         CostTable {
             schema: COSTS_SCHEMA.into(),
@@ -942,7 +955,7 @@ mod tests {
     }
 
     fn advised(names: &[&str], rounds: usize) -> (Suggestion, Saving) {
-        let a = analysis(names, rounds, 500);
+        let a = analysis(names, rounds, OBSERVED_NS);
         let c = &a.clusters[0];
         let (s, saving, _) = advise(&table(), c, &a.threads[0].graph);
         (s, saving)
@@ -956,7 +969,7 @@ mod tests {
         t.crossing = m(1e30);
         t.ops.push(op("statx", "file", 1e30, -1e30, 1e30));
         t.single_calls[0].plain = m(-1e30);
-        let a = analysis(&["statx", "close"], 100, 500).with_costs(Costs::Table {
+        let a = analysis(&["statx", "close"], 100, OBSERVED_NS).with_costs(Costs::Table {
             table: Box::new(t.clone()),
             source: "test".into(),
         });
@@ -1011,7 +1024,7 @@ mod tests {
         t.ops.push(fixed);
         assert_eq!(t.op("statx", "file").unwrap().variant, "fixed file");
         assert_eq!(t.op("pread", "file").unwrap().variant, "");
-        let a = analysis(&["statx", "close"], 100, 500);
+        let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
         let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
         let Saving::Estimated(e) = saving else {
             panic!("{saving:?}")
@@ -1037,12 +1050,37 @@ mod tests {
         );
     }
 
+    /// No change saves more than its calls took: with calls observed at 500 ns, below the
+    /// calibrated plain costs, the batch's 145.1 µs is capped at the cluster's 120 µs, its range
+    /// too, and the basis says so.
+    #[test]
+    fn a_saving_is_capped_at_the_clusters_time() {
+        let a = analysis(&["statx", "close"], 100, 500);
+        let c = &a.clusters[0];
+        let (_, _, tried) = advise(&table(), c, &a.threads[0].graph);
+        let e = tried
+            .iter()
+            .find_map(|alt| match &alt.saving {
+                Saving::Estimated(e) if e.basis.contains("capped") => Some(e),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no capped estimate in {tried:?}"));
+        // 100 occurrences x 2 calls x (500 observed + 100 crossing).
+        assert_eq!(e.cluster_ns, 120_000);
+        assert_eq!(e.saved_ns, 120_000);
+        assert!(
+            e.saved_low_ns <= 120_000 && e.saved_high_ns == 120_000,
+            "{e:?}"
+        );
+        assert!((e.percent() - 100.0).abs() < 1e-9);
+    }
+
     /// The text report says which table it used, each cluster's time saved, and "unknown"
     /// without a table; without costs it says nothing about time (the library's default).
     #[test]
     fn reports_show_the_table_and_the_savings() {
         let text = |costs: Costs| {
-            let a = analysis(&["statx", "close"], 100, 500).with_costs(costs);
+            let a = analysis(&["statx", "close"], 100, OBSERVED_NS).with_costs(costs);
             let mut out = Vec::new();
             crate::render::text::write(&a, &mut out).unwrap();
             let mut json = Vec::new();
@@ -1079,9 +1117,10 @@ mod tests {
         // The 100 statx -> close in a row are batched 16 to a multi-call: (2000 - 600) +
         // (300 - 200) = 1500 ns per occurrence, less 7 batches of 700 ns.
         assert!(
-            t.contains("    time saved: 145.10 µs (120.9% of the cluster's 120.00 µs"),
+            t.contains("    time saved: 145.10 µs (27.9% of the cluster's 520.00 µs"),
             "{t}"
         );
+        assert!(!t.contains("capped"), "{t}");
         let back: crate::render::json::Report = serde_json::from_str(&j).unwrap();
         // (serde_json parses floats to the nearest value but one, so compare what is exact.)
         let back_table = back.costs.unwrap().table.unwrap();
@@ -1113,7 +1152,7 @@ mod tests {
     /// per occurrence.
     #[test]
     fn a_batch_that_wins_keeps_its_suggestion_and_carries_the_saving() {
-        let a = analysis(&["statx", "openat", "statx", "close"], 100, 500);
+        let a = analysis(&["statx", "openat", "statx", "close"], 100, OBSERVED_NS);
         let c = a
             .clusters
             .iter()
@@ -1127,7 +1166,7 @@ mod tests {
             "{saving:?}"
         );
 
-        let a = analysis(&["statx", "close"], 100, 500);
+        let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
         let (s, saving, alternatives) = advise(&table(), &a.clusters[0], &a.threads[0].graph);
         assert_eq!(s.kind, Kind::Multicall);
         // The occurrences follow each other: 16 of them per multi-call saves the most, 7
@@ -1161,9 +1200,9 @@ mod tests {
         // Low end: (1800 - 660) + (270 - 220) - 770 = 420; high: (2200 - 540) + (330 - 180) - 630.
         assert_eq!(e.saved_low_ns, iterations * 420);
         assert_eq!(e.saved_high_ns, iterations * 1180);
-        // Cluster time: 2 calls x (500 observed + 100 crossing) per iteration.
-        assert_eq!(e.cluster_ns, iterations as u64 * 1200);
-        assert!((e.percent() - 800.0 / 1200.0 * 100.0).abs() < 1e-9);
+        // Cluster time: 2 calls x (2500 observed + 100 crossing) per iteration.
+        assert_eq!(e.cluster_ns, iterations as u64 * 5200);
+        assert!((e.percent() - 800.0 / 5200.0 * 100.0).abs() < 1e-9);
         assert!(!e.noisy);
         assert!(e
             .basis
@@ -1234,7 +1273,7 @@ mod tests {
     /// measured to win is suggested instead, the unknown splice listed with its reason.
     #[test]
     fn a_batch_measured_to_win_beats_an_unmeasured_single_call() {
-        let a = analysis(&["recvmsg", "sendmsg"], 100, 500);
+        let a = analysis(&["recvmsg", "sendmsg"], 100, OBSERVED_NS);
         let c = &a.clusters[0];
         assert_eq!(c.suggestion.replacement.as_deref(), Some("splice"));
         let mut t = table();
@@ -1305,7 +1344,7 @@ mod tests {
     }
 
     fn a_count(names: &[&str], rounds: usize) -> u64 {
-        analysis(names, rounds, 500).clusters[0].count
+        analysis(names, rounds, OBSERVED_NS).clusters[0].count
     }
 
     /// A pread self-loop: an unmeasured single call (preadv) is kept, its saving unknown; with
@@ -1326,7 +1365,7 @@ mod tests {
             plain: m(800.0),
             single: m(900.0),
         });
-        let a = analysis(&["pread64"], 50, 500);
+        let a = analysis(&["pread64"], 50, OBSERVED_NS);
         let (s, saving, alternatives) = advise(&t, &a.clusters[0], &a.threads[0].graph);
         // preadv: 49 crossings saved x (800 - 900) = -4.9 µs; the batch: 50 calls x
         // (800 - 1500) - 1 batch x 700 = -35.7 µs. The least bad is named, with the other.
@@ -1374,13 +1413,13 @@ mod tests {
     fn no_batch_without_io_uring() {
         let mut t = table();
         t.batched_unavailable = Some("kernel.io_uring_disabled = 2".into());
-        let a = analysis(&["statx", "close"], 100, 500);
+        let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
         let (s, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
         assert_eq!(s.kind, Kind::LeaveIt);
         assert!(s.why.contains("io_uring_disabled = 2"), "{}", s.why);
         assert!(matches!(saving, Saving::Unknown { .. }));
         // A single call is still measured and kept.
-        let a = analysis(&["read", "write"], 100, 500);
+        let a = analysis(&["read", "write"], 100, OBSERVED_NS);
         let (s, _, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
         assert_eq!(s.kind, Kind::SingleCall);
     }
@@ -1394,7 +1433,7 @@ mod tests {
             p75_ns: 3000.0,
             samples: 5,
         };
-        let a = analysis(&["statx", "close"], 100, 500);
+        let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
         let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
         let Saving::Estimated(e) = saving else {
             panic!("{saving:?}")
