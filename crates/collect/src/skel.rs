@@ -42,15 +42,6 @@ unsafe impl plain::Plain for types::pkprof_offcpu_stats {}
 // chain list (chains/chains.h; docs/design.md, "How a chain plugs in").
 const _: () =
     assert!(types::pkprof_chain::PKPROF_NR_CHAINS.0 as usize == pkprof_accounting::NR_CHAINS);
-// ... and in its order: `CHAIN_NAMES` names the served slots by index, so a reordered chain list
-// fails the build here instead of swapping two columns.
-const _: () = {
-    use types::pkprof_chain as Chain;
-    assert!(Chain::PKPROF_CHAIN_NET.0 == 0);
-    assert!(Chain::PKPROF_CHAIN_BLOCK.0 == 1);
-    assert!(Chain::PKPROF_CHAIN_WORKQ.0 == 2);
-    assert!(Chain::PKPROF_CHAIN_SERVER.0 == 3);
-};
 
 // The wall chain's reasons and histogram as the accounting crate names and sizes them
 // (docs/design.md, "Wall time").

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use pkprof_accounting::{
     Buckets, Counters, CpuCounters, CpuRow, Interval, LostCounters, ProgStat, Row, RunqHist,
-    SelfUsage, SyscallRow, TagStats, WallCounters, NR_SOFTIRQS,
+    SelfUsage, SyscallRow, TagStats, WallCounters, CHAIN_NAMES, NR_CHAINS, NR_SOFTIRQS,
 };
 use pkprof_live::prometheus::Exposition;
 use pkprof_live::{json, text};
@@ -25,6 +25,18 @@ const TIMER: usize = 1;
 const NET_RX: usize = 3;
 const SCHED: usize = 7;
 const RCU: usize = 9;
+
+/// Per-chain values at the named chains' slots (CHAIN_NAMES), 0 at the others.
+fn by_chain(v: &[(&str, u64)]) -> [u64; NR_CHAINS] {
+    let mut a = [0; NR_CHAINS];
+    for (name, x) in v {
+        a[CHAIN_NAMES
+            .iter()
+            .position(|n| n == name)
+            .expect("a chain name")] = *x;
+    }
+    a
+}
 
 fn softirqs(v: &[(usize, u64)]) -> [u64; NR_SOFTIRQS] {
     let mut a = [0; NR_SOFTIRQS];
@@ -174,8 +186,12 @@ fn frame(split: bool) -> Interval {
             Counters {
                 // 1.5 s of receive work done for it elsewhere (NET), 200 ms of work items (WORKQ),
                 // 300 ms of a server's work for its 120 requests (SERVER).
-                served_ns: [1500 * MS, 0, 200 * MS, 300 * MS],
-                served_items: [3000, 0, 40, 120],
+                served_ns: by_chain(&[
+                    ("net", 1500 * MS),
+                    ("workq", 200 * MS),
+                    ("server", 300 * MS),
+                ]),
+                served_items: by_chain(&[("net", 3000), ("workq", 40), ("server", 120)]),
                 ..counters(125 * S + 500 * MS, 2 * MS, &[(NET_RX, 8 * MS)], split)
             },
             split,

@@ -741,7 +741,9 @@ fn thread(pid: u32, tid: u32, comm: &str, task_ns: u64) -> ThreadSample {
 #[test]
 fn processes_carry_their_exact_time_and_target_flag() {
     let mut served_thread = thread(100, 101, "app", 3_000);
-    served_thread.counters.served_ns = [200, 0, 50, 0];
+    // 200 ns of receive work (the first chain's slot), 50 ns of work items (the third's).
+    served_thread.counters.served_ns[0] = 200;
+    served_thread.counters.served_ns[2] = 50;
     served_thread.counters.served_out_ns = 500;
     let mut forked = thread(300, 300, "child", 700);
     forked.target = true;

@@ -7,7 +7,11 @@
  * CHAIN(name, SLOT): chains/<name>.bpf.h defines the chain hooks (see core.bpf.h,
  * PKPROF_CHAIN_HOOKS) and `SLOT` names its served-time slot, enum pkprof_chain's
  * PKPROF_CHAIN_<SLOT>: the order of this list is the order of pkprof_served.ns[] (read by user
- * space), so a new chain goes at the end.
+ * space), so a new chain goes at the end. `SLOT` lower-cased is its `kind` label ("net").
+ *
+ * Each list stays on one line: the builds read it (chains/chain_list.rs) to generate
+ * chains/all.bpf.h (the includes of the program that runs them all), the Rust side's modules and
+ * CHAINS (crates/collect/build.rs), and NR_CHAINS and CHAIN_NAMES (crates/accounting/build.rs).
  *
  * SINK(name): a consumer of the tag life cycle's link events (record/links.bpf.h: `record`),
  * which defines <name>_link().
