@@ -147,6 +147,7 @@ fn html(p: &Profile, names: NameStyle) -> String {
     let opts = ExportOptions {
         names,
         title: "test <page>".into(),
+        ..ExportOptions::default()
     };
     let mut out = Vec::new();
     write(p, &opts, &mut out).expect("write html");

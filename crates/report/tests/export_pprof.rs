@@ -410,3 +410,73 @@ fn go_tool_pprof_comments_state_losses_and_idle_sampling() {
     let comments = pprof(&go, &["-comments"], &file);
     assert!(comments.lines().any(|l| l == "lost: none"), "{comments}");
 }
+
+/// `report --kind off|both --format pprof`: the view's counts are microseconds, so its one sample
+/// type says what they measure, `off_cpu` or `wall` nanoseconds, and `go tool pprof` totals them
+/// as the profile's off-CPU weights (rounded to the microsecond) and on-CPU time.
+#[test]
+fn go_tool_pprof_reads_off_cpu_views_as_time() {
+    use pkprof_profile::{BlockReason, Frame, FrameKind, OffCpu, OffCpuGroup, SampleGroup, Stack};
+    use pkprof_report::export::{exporter, ExportOptions};
+    use pkprof_report::kind::{view, KindSelection};
+
+    let Some(go) = go() else { return };
+    let frame = |name: &str| Frame {
+        kind: FrameKind::User,
+        name: name.into(),
+        module: "m".into(),
+        symbolized: true,
+        ..Frame::default()
+    };
+    let mut p = Profile {
+        frames: vec![frame("work"), frame("wait_for_it")],
+        stacks: vec![Stack { frames: vec![0] }, Stack { frames: vec![1] }],
+        samples: vec![SampleGroup {
+            stack: 0,
+            pid: 7,
+            count: 3,
+            ..SampleGroup::default()
+        }],
+        off_cpu: Some(OffCpu {
+            groups: vec![OffCpuGroup {
+                stack: 1,
+                pid: 7,
+                reason: BlockReason::Sleep,
+                count: 2,
+                weight_ns: 1_500_400,
+                ..OffCpuGroup::default()
+            }],
+            ..OffCpu::default()
+        }),
+        ..Profile::default()
+    };
+    p.meta.period_ns = PERIOD_NS;
+    p.meta.end_unix_ns = 1_000_000_000;
+    let dir = scratch("export_pprof_off_cpu");
+    for (kind, name, total_ns) in [
+        (KindSelection::Off, "off_cpu", 1_500_000),
+        (KindSelection::Both, "wall", 3 * PERIOD_NS + 1_500_000),
+    ] {
+        let v = view(&p, kind).unwrap();
+        let opts = ExportOptions {
+            kind,
+            ..ExportOptions::default()
+        };
+        let mut bytes = Vec::new();
+        exporter("pprof")
+            .unwrap()
+            .write(&v, &opts, &mut bytes)
+            .unwrap();
+        let file = dir.join(format!("{name}.pb.gz"));
+        std::fs::write(&file, &bytes).unwrap();
+        let raw = pprof(&go, &["-raw"], &file);
+        assert!(
+            raw.contains(&format!("PeriodType: {name} nanoseconds\n")),
+            "{raw}"
+        );
+        assert!(raw.contains(&format!("{name}/nanoseconds")), "{raw}");
+        assert!(!raw.contains("samples/count"), "{raw}");
+        let (flat, total) = top(&pprof(&go, &["-top", "-unit=ns"], &file));
+        assert_eq!(total, total_ns, "{name}: {flat:?}");
+    }
+}

@@ -219,6 +219,7 @@ pub fn run_report(opts: ReportOptions) -> Result<()> {
         let eopts = ExportOptions {
             names: opts.select.names,
             title: title(&opts.file),
+            kind: opts.kind,
         };
         return finish(
             exporter.write(&filtered, &eopts, &mut out),
@@ -298,6 +299,7 @@ pub fn run_diff(mut opts: DiffOptions) -> Result<()> {
             let eopts = ExportOptions {
                 names: opts.select.names,
                 title: format!("{} vs {}", title(&opts.a), title(&opts.b)),
+                ..ExportOptions::default()
             };
             let mut out = open_output(&opts.output)?;
             let r = export::html::write_diff(&fa, &fb, &eopts, &mut out);

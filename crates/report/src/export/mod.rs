@@ -10,6 +10,7 @@ use std::io::Write;
 
 use pkprof_profile::Profile;
 
+use crate::kind::KindSelection;
 use crate::names::NameStyle;
 use crate::ReportError;
 
@@ -19,6 +20,9 @@ pub struct ExportOptions {
     pub names: NameStyle,
     /// Shown where the format has a title (HTML page, speedscope profile name).
     pub title: String,
+    /// The sample kinds the profile is a view of ([`crate::kind::view`]): on-CPU samples, or
+    /// microseconds of off-CPU (or on- and off-CPU) time; names what a format's values measure.
+    pub kind: KindSelection,
 }
 
 /// A format a profile can be written in.

@@ -3,6 +3,9 @@
 //! - Two sample types, `samples/count` and `cpu/nanoseconds` (count x `meta.period_ns`, the CPU time
 //!   a sample stands for); `cpu` is the default. `period_type` is `cpu/nanoseconds`, `period` the
 //!   sampling period, `time_nanos` / `duration_nanos` the recording's wall-clock span.
+//! - A view of off-CPU time (`report --kind off`) or of both kinds (`--kind both`), whose counts
+//!   are microseconds, not samples ([`crate::kind`]), has one sample type: `off_cpu/nanoseconds`
+//!   or `wall/nanoseconds` (on- plus off-CPU time), which is also its `period_type`.
 //! - Stacks are written LEAF FIRST, as pprof wants (the model keeps them root first).
 //! - Function names are the report's frame names (`1234u:main`, `1234k:vfs_read`, `KERNEL:...`),
 //!   so `go tool pprof -top` keeps pkprof's labels; `system_name` is the plain function name and
@@ -36,6 +39,7 @@ use prost::Message;
 use pkprof_profile::Profile;
 
 use super::{ExportOptions, Exporter};
+use crate::kind::KindSelection;
 pub(crate) use crate::names::{bucket_name, context_name};
 use crate::ReportError;
 use tables::Tables;
@@ -75,6 +79,8 @@ impl Exporter for Pprof {
         let mut gz = GzEncoder::new(out, Compression::fast());
         let mut tables = Tables::new(profile, opts.names);
         let period = profile.meta.period_ns;
+        // On-CPU samples are counted too; a view's counts are microseconds, not samples.
+        let counts_samples = opts.kind == KindSelection::On;
         let mut buf = Vec::with_capacity(2 * CHUNK);
         let mut sample = proto::Sample::default();
         for group in profile.samples.iter().filter(|g| g.count > 0) {
@@ -85,7 +91,9 @@ impl Exporter for Pprof {
                 group.pid,
             ));
             sample.value.clear();
-            sample.value.push(saturate(group.count));
+            if counts_samples {
+                sample.value.push(saturate(group.count));
+            }
             sample
                 .value
                 .push(saturate(group.count.saturating_mul(period)));
@@ -101,7 +109,12 @@ impl Exporter for Pprof {
             }
         }
         let count = [tables.string("samples"), tables.string("count")];
-        let cpu = [tables.string("cpu"), tables.string("nanoseconds")];
+        let time = match opts.kind {
+            KindSelection::On => "cpu",
+            KindSelection::Off => "off_cpu",
+            KindSelection::Both => "wall",
+        };
+        let time = [tables.string(time), tables.string("nanoseconds")];
         let meta = &profile.meta;
         let mut comments = vec![format!(
             "pkprof {} export of a recording on {} (Linux {}): {} CPUs sampled at {} Hz",
@@ -118,10 +131,14 @@ impl Exporter for Pprof {
         }
         let comment = comments.iter().map(|c| tables.string(c)).collect();
         let mut message = tables.into_profile();
-        message.sample_type = vec![value_type(count), value_type(cpu)];
-        message.period_type = Some(value_type(cpu));
+        message.sample_type = if counts_samples {
+            vec![value_type(count), value_type(time)]
+        } else {
+            vec![value_type(time)]
+        };
+        message.period_type = Some(value_type(time));
         message.period = saturate(period);
-        message.default_sample_type = cpu[0];
+        message.default_sample_type = time[0];
         message.time_nanos = saturate(meta.start_unix_ns);
         message.duration_nanos = saturate(meta.end_unix_ns.saturating_sub(meta.start_unix_ns));
         message.comment = comment;

@@ -227,6 +227,7 @@ pub fn export(name: &str, profile: &Profile, names: NameStyle) -> Vec<u8> {
     let opts = ExportOptions {
         names,
         title: String::new(),
+        ..ExportOptions::default()
     };
     let mut out = Vec::new();
     exporter(name)
