@@ -259,7 +259,7 @@ fn buckets_add_up_to_wall_time_through_exits() {
     check(&f);
     assert_eq!(
         f.buckets.processes_ns,
-        (200 - 0 + 80 + 50) * MS,
+        (200 + 80 + 50) * MS,
         "own 200 + NET 80 + WORKQ 50"
     );
     assert_eq!(f.buckets.other_ns, 250 * MS);

@@ -109,12 +109,7 @@ fn tab_in_interactive_bash_completes() {
     t.keys(&[&format!("source {}", file.display()), "Enter"]);
     // Typed only once bash prompts again: typed ahead, the text is echoed before the prompt.
     t.wait_screen("the prompt after source", Duration::from_secs(10), |s| {
-        s.contains("$ source")
-            && s.lines()
-                .map(str::trim_end)
-                .filter(|l| !l.is_empty())
-                .last()
-                == Some("$")
+        s.contains("$ source") && s.lines().map(str::trim_end).rfind(|l| !l.is_empty()) == Some("$")
     });
     t.keys(&["pkprof sys", "Tab"]);
     t.wait_screen("pkprof sys<Tab> completed", Duration::from_secs(10), |s| {

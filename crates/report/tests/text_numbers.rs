@@ -433,7 +433,7 @@ fn dcpi_by_container_and_unit() {
     let mut p = small();
     for s in &mut p.samples {
         s.cgroup_id = match s.pid {
-            100 => 10 + u64::from(s.count % 2), // two cgroups of the same container
+            100 => 10 + s.count % 2, // two cgroups of the same container
             200 => 20,
             300 => 30,
             _ => 0,
