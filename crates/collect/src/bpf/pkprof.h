@@ -125,7 +125,8 @@ enum pkprof_wall_hist {
  * From since_ns on, every ns is on CPU (oncpu_ns: switch-in to switch-out, by the same clock as
  * the rest), waiting for a CPU (off_class_ns[PKPROF_BLOCK_RUNNABLE]) or blocked
  * (off_class_ns[reason]); the period still open is added by the reader: on CPU since in_ns, or
- * off since off_ns: [off_ns, wake_ns) blocked, [wake_ns, now) runnable.
+ * off since off_ns: [off_ns, wake_ns) blocked, [wake_ns, now) runnable (wake_ns is known for a
+ * preemption and a new thread; a woken thread is blocked until its switch-in says when it woke).
  */
 struct pkprof_wall {
 	__u64 since_ns;      /* ktime the classes start (0: not yet) */
@@ -133,11 +134,14 @@ struct pkprof_wall {
 	__u64 in_ns;         /* ktime of its switch-in while on a CPU, else 0 */
 	__u64 end_ns;        /* ktime of its final switch-out (exited), else 0 */
 	__u64 off_ns;        /* ktime it left the CPU, 0 while on it */
-	__u64 wake_ns;       /* ktime it became runnable; < off_ns while blocked */
+	__u64 wake_ns;       /* ktime it became runnable; < off_ns while blocked (or not known) */
 	__u32 off_reason;    /* enum pkprof_block_reason of the open off period */
-	__u32 wake_unseen;   /* off periods ended without a wakeup seen (all blocked) */
+	__u32 wake_unseen;   /* off periods ended without the scheduler's run-queue stamp (no
+			      * CONFIG_SCHED_INFO): all blocked */
 	__u32 switch_unseen; /* a switch-in or -out not reported (the time it hides: OTHER) */
-	__u32 pad;
+	__u32 last_off_reason; /* the reason of the last closed off period ... */
+	__u64 last_off_ns;   /* ... and its time in that reason (not its runqueue wait), which the
+			      * next switch-out may give back to running: see wall_switch_out */
 	__u64 off_class_ns[PKPROF_BLOCK_NR];
 	__u64 off_count[PKPROF_BLOCK_NR]; /* closed off periods by reason ([RUNNABLE]: preemptions) */
 	__u64 runq_waits;    /* closed runqueue waits (each switch-in after an off period) */

@@ -1,6 +1,6 @@
 //! The wall chain's Rust side (src/bpf/chains/wall.bpf.h; docs/design.md, "Wall time"): the
-//! wakeup programs that end a blocked thread's wait (its switch hooks run inside the core's
-//! switch program). It bills no one and holds nothing to sweep: its state lives in each thread
+//! program that starts following a new thread at its first wakeup (its switch hooks run inside
+//! the core's switch program; no program runs at other wakeups). It bills no one and holds nothing to sweep: its state lives in each thread
 //! entry's `wall` and is read with the entry (`reader.rs`).
 
 use super::{first_missing, Chain, Setup, SweepAt, Swept};
@@ -13,13 +13,10 @@ pub(crate) static CHAIN: Chain = Chain {
     unattributed: "blocked time is not told from runqueue wait (all off-CPU time is blocked)",
     opt_in: false,
     missing: |index| {
-        first_missing(
-            index,
-            &[("sched", "sched_wakeup"), ("sched", "sched_wakeup_new")],
-        )
+        first_missing(index, &[("sched", "sched_wakeup_new")])
     },
     configure,
-    programs: |p| vec![&p.on_sched_wakeup, &p.on_sched_wakeup_new],
+    programs: |p| vec![&p.on_sched_wakeup_new],
     sweep,
 };
 
@@ -28,7 +25,6 @@ fn configure(open: &mut OpenCpuAccountSkel<'static>, s: &Setup) -> Result<(), li
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
         ro.wall_on = s.on;
     }
-    open.progs.on_sched_wakeup.set_autoload(s.on);
     open.progs.on_sched_wakeup_new.set_autoload(s.on);
     Ok(())
 }

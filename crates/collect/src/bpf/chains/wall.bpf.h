@@ -4,7 +4,9 @@
  * starts being followed, in one class: on CPU (the core's own accounting), waiting for a CPU
  * (runnable: from its wakeup or preemption to its switch-in) or blocked, by reason
  * (block_reason.bpf.h). An observer of the core (chains/chains.h, PKPROF_OBSERVERS): it follows
- * the switches and wakeups and bills no one; its state is the thread entry's `wall`.
+ * the switches and bills no one; its state is the thread entry's `wall`. No program runs at a
+ * wakeup: where the off period turned from blocked to runnable is the scheduler's own stamp, read
+ * at the switch-in (sched_wait).
  *
  * A thread starts being followed at its first wakeup as a new task (sched_wakeup_new), or, for one
  * that existed before attach, at its first switch-out. Its time on CPU is measured here, switch-in
@@ -25,12 +27,16 @@
  * while it is off. */
 const volatile bool wall_on = false;
 
+/* sched_wait's answer on a kernel without CONFIG_SCHED_INFO (or the run queue's clock). */
+#define PKPROF_WAIT_UNKNOWN (~0ULL)
+
 /*
  * How long next waited for its CPU, by the scheduler's own clock (what /proc/PID/schedstat's
  * run-queue time adds at this switch: rq clock at this __schedule less the task's last_queued,
- * sched_info_arrive), at most `most`. The tracepoint runs a few microseconds after the scheduler
- * read its clock (the pick of next lies between), so the kernel's figure is the one the user can
- * check; the difference belongs to the new slice. `most` without CONFIG_SCHED_INFO.
+ * sched_info_arrive), at most `most`; PKPROF_WAIT_UNKNOWN without CONFIG_SCHED_INFO. last_queued
+ * is the rq clock when the task was enqueued: at its wakeup, or at its preemption. The
+ * tracepoint runs a few microseconds after the scheduler read its clock (the pick of next lies
+ * between); that part, like the same delay at the switch-out, goes to the off period's reason.
  */
 static __always_inline __u64 sched_wait(struct task_struct *next, __u64 most)
 {
@@ -41,11 +47,11 @@ static __always_inline __u64 sched_wait(struct task_struct *next, __u64 most)
 	 * Direct loads through kernel BTF: no helper call at every switch. */
 	if (!bpf_core_field_exists(next->sched_info.last_queued) ||
 	    !bpf_core_field_exists(struct cfs_rq, rq))
-		return most;
+		return PKPROF_WAIT_UNKNOWN;
 	queued = next->sched_info.last_queued;
 	clock = next->se.cfs_rq->rq->clock;
 	if (!queued || clock < queued)
-		return most;
+		return PKPROF_WAIT_UNKNOWN;
 	return clock - queued < most ? clock - queued : most;
 }
 
@@ -79,8 +85,30 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 	w = &e->wall;
 	if (!w->since_ns)
 		w->since_ns = now; /* first seen leaving the CPU: followed from now */
-	if (w->in_ns && now > w->in_ns)
-		w->oncpu_ns += now - w->in_ns;
+	if (w->in_ns && now > w->in_ns) {
+		__u64 ours = now - w->in_ns, slice, back;
+
+		/*
+		 * The scheduler may have started this slice before our switch-in: a wakeup that
+		 * preempts skips the clock update of the __schedule that follows
+		 * (rq_clock_skip_update), so the woken task runs, by its own clock, from the wakeup
+		 * on. Its slice (se.sum_exec_runtime since the core's reading at the switch-in) then
+		 * exceeds ours; that part was counted in the off period just closed, under its
+		 * reason: it goes back to running (at most what that period gave its reason).
+		 */
+		if (c->sum_at_in && c->cur_tid == tid) {
+			slice = bpf_get_current_task_btf()->se.sum_exec_runtime - (c->sum_at_in - 1);
+			if (slice > ours && w->last_off_reason < PKPROF_BLOCK_NR) {
+				back = slice - ours;
+				if (back > w->last_off_ns)
+					back = w->last_off_ns;
+				w->off_class_ns[w->last_off_reason] -= back;
+				ours += back;
+			}
+		}
+		w->oncpu_ns += ours;
+	}
+	w->last_off_ns = 0;
 	if (w->off_ns && now > w->off_ns) {
 		/* Leaves the CPU without its switch-in seen (an unreported switch, see
 		 * lost.missed_switch): off, then on for a while, split unknown: OTHER, counted. */
@@ -99,13 +127,14 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 	w->wake_ns = w->off_reason == PKPROF_BLOCK_RUNNABLE ? now : 0;
 }
 
-/* next takes the CPU: its off period ends, blocked up to its wakeup, runnable since. */
+/* next takes the CPU: its off period ends, blocked up to its wakeup, runnable since (the
+ * scheduler's run-queue stamp says when). */
 static __always_inline void wall_switch_in(struct pkprof_cpu *c, struct task_struct *next)
 {
 	__u32 tid = next->pid;
 	struct pkprof_thread *e;
 	struct pkprof_wall *w;
-	__u64 now = c->last_ns, wake, wait;
+	__u64 now = c->last_ns, off, wait;
 	__u32 r;
 
 	if (!wall_on || !tid)
@@ -123,43 +152,30 @@ static __always_inline void wall_switch_in(struct pkprof_cpu *c, struct task_str
 	w->in_ns = now;
 	if (!w->off_ns)
 		return;
-	wake = w->wake_ns;
-	if (wake < w->off_ns || wake > now) {
-		w->wake_unseen++; /* no wakeup seen: blocked until now */
-		wake = now;
-	}
+	off = w->off_ns < now ? w->off_ns : now;
 	r = w->off_reason;
 	if (r >= PKPROF_BLOCK_NR)
 		r = PKPROF_BLOCK_OTHER;
-	w->off_class_ns[r] += wake - w->off_ns;
+	wait = sched_wait(next, now - off);
+	if (wait == PKPROF_WAIT_UNKNOWN) {
+		/* A preempted thread waited all along; a blocked one is counted blocked. */
+		if (r == PKPROF_BLOCK_RUNNABLE) {
+			wait = now - off;
+		} else {
+			wait = 0;
+			w->wake_unseen++;
+		}
+	}
+	w->off_class_ns[r] += now - off - wait;
+	w->last_off_reason = r;
+	w->last_off_ns = now - off - wait;
 	w->off_count[r]++;
-	/* Waiting from the wakeup as long as the scheduler says, running since (on the same clock
-	 * as the rest, so the classes still add up to the wall time). */
-	wait = sched_wait(next, now - wake);
-	w->in_ns = wake + wait;
 	w->off_class_ns[PKPROF_BLOCK_RUNNABLE] += wait;
 	w->runq_waits++;
 	if (wait > w->runq_max_ns)
 		w->runq_max_ns = wait;
 	w->runq_hist[runq_bucket(wait) & (PKPROF_RUNQ_HIST - 1)]++;
 	w->off_ns = 0;
-}
-
-/* Task p is enqueued after a sleep: it waits for a CPU from now. */
-static __always_inline int wall_wakeup(struct task_struct *p)
-{
-	__u32 tid = p->pid;
-	struct pkprof_thread *e = bpf_map_lookup_elem(&threads, &tid);
-
-	if (e && e->wall.off_ns && e->wall.wake_ns < e->wall.off_ns)
-		e->wall.wake_ns = bpf_ktime_get_ns();
-	return 0;
-}
-
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(on_sched_wakeup, struct task_struct *p)
-{
-	return wall_wakeup(p);
 }
 
 /* A new task is enqueued for the first time: its life starts, waiting for a CPU. */
