@@ -8,8 +8,9 @@
 # Each pair runs A, O and W once, in a rotating order; the script prints, per workload, the median
 # over pairs of W/O (the classes' own cost, goal <= 1.01 on the storm), O/A and W/A.
 # Then the per-event cost by the kernel's BPF stats (top --bpf-stats --json), O and W each on one
-# storm run: ns per switch of on_sched_switch, ns per event of the wakeup programs, and what the
-# chain adds per storm round trip (two switches and one wakeup each), as a share of A's round trip:
+# storm run: ns per switch of on_sched_switch, ns per event of the chain's wakeup_new program (it
+# runs none at other wakeups), and what the chain adds per storm round trip (two switches and two
+# wakeups each), as a share of A's round trip:
 # the figure the ratio above measures, without the noise of a shared machine.
 #
 # Usage: bash bench/wall.sh [PAIRS]        (default 10 pairs; run as root)
@@ -142,8 +143,10 @@ wn, _ = per(w, "on_sched_wakeup_new")
 extra_per_switch = (sw_w - sw_o) + wk * n_wk / max(n_sw, 1)
 storm = [v for (wl, _), v in by.items() if wl == "storm" and "A" in v]
 a_us = statistics.median(v["A"] for v in storm) if storm else 0
-print(f"BPF stats: on_sched_switch {sw_o:.0f} ns off, {sw_w:.0f} ns on; on_sched_wakeup {wk:.0f} ns"
-      f" ({n_wk} for {n_sw} switches); on_sched_wakeup_new {wn:.0f} ns")
+wake_text = (f"on_sched_wakeup {wk:.0f} ns ({n_wk} for {n_sw} switches)" if n_wk
+             else "no program at wakeups")
+print(f"BPF stats: on_sched_switch {sw_o:.0f} ns off, {sw_w:.0f} ns on; {wake_text};"
+      f" on_sched_wakeup_new {wn:.0f} ns")
 if a_us:
     print(f"the chain adds {extra_per_switch:.0f} ns per switch: {2 * extra_per_switch / (a_us * 1e3) * 100:.2f}%"
           f" of the storm's round trip ({a_us:.2f} us, two switches)")
