@@ -5,7 +5,7 @@
 //! count it twice. Threads whose exit is older than `EXIT_GRACE_NS` get their final read and their
 //! entries are deleted (their last slice was flushed at their final switch, microseconds after exit).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use libbpf_rs::{MapCore, MapFlags, ProgramInput};
@@ -21,6 +21,7 @@ use crate::map_walk;
 use crate::progstats;
 use crate::skel::types::{
     pkprof_acc, pkprof_cpu, pkprof_syscall_key, pkprof_syscall_stat, pkprof_thread, pkprof_wall,
+    pkprof_wall_cpu,
 };
 
 /// Reads of the thread table tried for one without a context switch during it.
@@ -65,11 +66,27 @@ fn counters(a: &pkprof_acc) -> Counters {
 /// CPU since its switch-in, or off CPU: blocked up to its wakeup and runnable since). That instant
 /// is `now` or, for an entry that changed between `now` and its copy, its last stamp, so that
 /// every read is the state of one instant and the classes add up to the wall time.
-pub(crate) fn wall_counters(w: &pkprof_wall, now: u64) -> WallCounters {
+///
+/// A thread on a CPU has its switch-in in that CPU's register (`on_cpu`, the wall chain's
+/// `wall_cpus`: the entry is updated at its switch-out only); it closes the off period before it
+/// as `wall_close_off` in chains/wall.bpf.h does, and the thread is running since.
+pub(crate) fn wall_counters(
+    w: &pkprof_wall,
+    on_cpu: Option<&pkprof_wall_cpu>,
+    now: u64,
+) -> WallCounters {
     const RUNNABLE: usize = 0;
     if w.since_ns == 0 {
         return WallCounters::default();
     }
+    let mut w = *w;
+    // A register older than the entry's last switch-out (read just before that switch-out) is
+    // already in the entry.
+    if let Some(r) = on_cpu.filter(|r| w.end_ns == 0 && w.off_ns != 0 && r.in_ns >= w.off_ns) {
+        close_off(&mut w, r);
+        w.in_ns = r.in_ns;
+    }
+    let w = &w;
     let now = now.max(w.in_ns).max(w.off_ns).max(w.wake_ns);
     let end = if w.end_ns != 0 { w.end_ns } else { now };
     let mut out = WallCounters {
@@ -110,6 +127,30 @@ pub(crate) fn wall_counters(w: &pkprof_wall, now: u64) -> WallCounters {
     out
 }
 
+/// `wall_close_off` (chains/wall.bpf.h) for the reader: the off period of `w` ends at `r`'s
+/// switch-in, waiting as long as the scheduler said, the rest under its reason.
+fn close_off(w: &mut pkprof_wall, r: &pkprof_wall_cpu) {
+    const RUNNABLE: usize = 0;
+    let other = NR_BLOCK_REASONS; // the last reason
+    let reason = (w.off_reason as usize).min(other);
+    let span = r.in_ns - w.off_ns;
+    let wait = if r.wait_known != 0 && r.run_delay_ns >= w.run_delay_out {
+        (r.run_delay_ns - w.run_delay_out).min(span)
+    } else if reason == RUNNABLE {
+        span
+    } else {
+        w.wake_unseen += 1;
+        0
+    };
+    w.off_class_ns[reason] += span - wait;
+    w.off_count[reason] += 1;
+    w.off_class_ns[RUNNABLE] += wait;
+    w.runq_waits += 1;
+    w.runq_max_ns = w.runq_max_ns.max(wait);
+    w.runq_hist[pkprof_accounting::RunqHist::bucket(wait).min(w.runq_hist.len() - 1)] += 1;
+    w.off_ns = 0;
+}
+
 /// A thread entry's counters: what it ran, and what others ran for it.
 fn thread_counters(t: &pkprof_thread) -> Counters {
     let mut c = counters(&t.acc);
@@ -131,7 +172,8 @@ impl Collector {
         let mut tries = 0;
         loop {
             let before = self.read_cpus()?;
-            (threads, finished) = self.read_threads()?;
+            let on_cpu = crate::chains::wall::switched_in(&self.skel.maps)?;
+            (threads, finished) = self.read_threads(&on_cpu)?;
             // The slices still running are charged by the kernel up to each CPU's flush, before
             // `now`; the registers then hold everything up to that instant.
             self.flush_cpus();
@@ -207,7 +249,10 @@ impl Collector {
     }
 
     /// All thread entries, and the tids of those read for the last time (to delete).
-    fn read_threads(&self) -> Result<(Vec<ThreadSample>, Vec<u32>), CollectError> {
+    fn read_threads(
+        &self,
+        on_cpu: &HashMap<u32, pkprof_wall_cpu>,
+    ) -> Result<(Vec<ThreadSample>, Vec<u32>), CollectError> {
         let now = monotonic_ns();
         let mut out = Vec::new();
         let mut finished = Vec::new();
@@ -225,7 +270,7 @@ impl Collector {
                 cgroup_id: t.cgroup_id,
                 comm: comm_str(&t.comm),
                 counters: Counters {
-                    wall: wall_counters(&t.wall, now),
+                    wall: wall_counters(&t.wall, on_cpu.get(&tid), now),
                     ..thread_counters(&t)
                 },
                 kthread: t.kthread != 0,
@@ -429,34 +474,34 @@ mod tests {
     fn open_periods_close_at_the_read_and_the_classes_add_up() {
         // Not followed yet: nothing.
         assert_eq!(
-            wall_counters(&pkprof_wall::default(), 5_000),
+            wall_counters(&pkprof_wall::default(), None, 5_000),
             WallCounters::default()
         );
         // On a CPU since 2000, read at 2600: running grows by 600.
         let mut on = followed();
         on.in_ns = 2_000;
-        let c = wall_counters(&on, 2_600);
+        let c = wall_counters(&on, None, 2_600);
         assert_eq!((c.wall_ns, c.running_ns, c.runq_ns), (1_600, 900, 200));
         assert_eq!(classes(&c), c.wall_ns, "{c:?}");
         // Blocked (lock) since 2000, not woken: blocked to the read.
         let mut blocked = followed();
         blocked.off_ns = 2_000;
         blocked.off_reason = 4; // lock
-        let c = wall_counters(&blocked, 2_600);
+        let c = wall_counters(&blocked, None, 2_600);
         assert_eq!((c.blocked_ns[3], c.runq_ns), (600, 200));
         // ... woken at 2400: blocked to then, waiting for a CPU since.
         blocked.wake_ns = 2_400;
-        let c = wall_counters(&blocked, 2_600);
+        let c = wall_counters(&blocked, None, 2_600);
         assert_eq!((c.blocked_ns[3], c.runq_ns), (400, 400));
         // A wakeup stamp older than the switch-out belongs to an earlier period.
         blocked.wake_ns = 1_500;
-        let c = wall_counters(&blocked, 2_600);
+        let c = wall_counters(&blocked, None, 2_600);
         assert_eq!((c.blocked_ns[3], c.runq_ns), (600, 200));
         // Preempted at 2000: runnable from then.
         let mut preempted = followed();
         preempted.off_ns = 2_000;
         preempted.wake_ns = 2_000;
-        let c = wall_counters(&preempted, 2_600);
+        let c = wall_counters(&preempted, None, 2_600);
         assert_eq!(c.runq_ns, 800);
         // An entry stamped after the read's clock (it changed between the two) closes at its
         // stamp, so the read is one instant and still adds up.
@@ -464,13 +509,13 @@ mod tests {
         late.off_ns = 2_000;
         late.off_reason = 5; // sleep
         late.wake_ns = 3_000;
-        let c = wall_counters(&late, 2_600);
+        let c = wall_counters(&late, None, 2_600);
         assert_eq!((c.wall_ns, c.blocked_ns[4], c.runq_ns), (2_000, 1_500, 200));
         // Exited: the final switch-out ends the wall time; nothing is open.
         let mut dead = followed();
         dead.end_ns = 2_000;
         dead.in_ns = 0;
-        let c = wall_counters(&dead, 9_000);
+        let c = wall_counters(&dead, None, 9_000);
         assert_eq!(c.wall_ns, 1_000);
         assert_eq!(classes(&c), 1_000);
         // The histogram and the counts come through.
@@ -478,11 +523,43 @@ mod tests {
             (c.runq_waits, c.runq_hist.count(), c.runq_max_ns),
             (2, 2, 150)
         );
+        // On a CPU since its switch-in at 2300, which only the CPU's register holds yet: the
+        // off period (lock since 2000) closes there, the scheduler's 100 ns wait last.
+        let r = pkprof_wall_cpu {
+            in_ns: 2_300,
+            run_delay_ns: 5_100,
+            tid: 7,
+            wait_known: 1,
+        };
+        let mut switched = followed();
+        switched.off_ns = 2_000;
+        switched.off_reason = 4; // lock
+        switched.run_delay_out = 5_000; // schedstat's run-queue total at the switch-out
+        let c = wall_counters(&switched, Some(&r), 2_600);
+        assert_eq!(
+            (c.blocked_ns[3], c.runq_ns, c.running_ns, c.runq_waits),
+            (200, 200 + 100, 300 + 300, 3)
+        );
+        assert_eq!(classes(&c), c.wall_ns, "{c:?}");
+        // Without the scheduler's wait: all blocked, counted.
+        let c = wall_counters(
+            &switched,
+            Some(&pkprof_wall_cpu { wait_known: 0, ..r }),
+            2_600,
+        );
+        assert_eq!((c.blocked_ns[3], c.runq_ns, c.wake_unseen), (300, 200, 1));
+        // A register older than the entry's switch-out belongs to an earlier slice: ignored.
+        let c = wall_counters(
+            &switched,
+            Some(&pkprof_wall_cpu { in_ns: 1_900, ..r }),
+            2_600,
+        );
+        assert_eq!((c.blocked_ns[3], c.running_ns), (600, 300));
         for c in [
-            wall_counters(&on, 2_600),
-            wall_counters(&blocked, 2_600),
-            wall_counters(&preempted, 2_600),
-            wall_counters(&late, 2_600),
+            wall_counters(&on, None, 2_600),
+            wall_counters(&blocked, None, 2_600),
+            wall_counters(&preempted, None, 2_600),
+            wall_counters(&late, None, 2_600),
         ] {
             assert_eq!(classes(&c), c.wall_ns, "{c:?}");
         }

@@ -10,6 +10,8 @@ unsafe impl plain::Plain for types::pkprof_thread {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_cpu {}
 // SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_wall_cpu {}
+// SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_syscall_key {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_syscall_stat {}

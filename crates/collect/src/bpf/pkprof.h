@@ -128,20 +128,33 @@ enum pkprof_wall_hist {
  * off since off_ns: [off_ns, wake_ns) blocked, [wake_ns, now) runnable (wake_ns is known for a
  * preemption and a new thread; a woken thread is blocked until its switch-in says when it woke).
  */
+/*
+ * The wall chain's per-CPU register (map `wall_cpus`): the thread switched in last on this CPU,
+ * when (ktime), and its run-queue total as schedstat will say it once this switch-in is counted
+ * (sched_info.run_delay plus the wait ending now; wait_known 0: not said, a kernel without
+ * CONFIG_SCHED_INFO). The switch-in needs no thread entry: it is applied to the entry at the
+ * thread's switch-out, where the core holds the entry, and by the reader meanwhile.
+ */
+struct pkprof_wall_cpu {
+	__u64 in_ns;
+	__u64 run_delay_ns;
+	__u32 tid;           /* 0: nothing pending (idle, or applied) */
+	__u32 wait_known;
+};
+
 struct pkprof_wall {
 	__u64 since_ns;      /* ktime the classes start (0: not yet) */
 	__u64 oncpu_ns;      /* closed on-CPU periods since since_ns */
-	__u64 in_ns;         /* ktime of its switch-in while on a CPU, else 0 */
+	__u64 in_ns;         /* 0 at rest: a thread on a CPU has its switch-in in wall_cpus */
 	__u64 end_ns;        /* ktime of its final switch-out (exited), else 0 */
 	__u64 off_ns;        /* ktime it left the CPU, 0 while on it */
 	__u64 wake_ns;       /* ktime it became runnable; < off_ns while blocked (or not known) */
+	__u64 run_delay_out; /* its sched_info.run_delay when the off period began */
 	__u32 off_reason;    /* enum pkprof_block_reason of the open off period */
 	__u32 wake_unseen;   /* off periods ended without the scheduler's run-queue stamp (no
 			      * CONFIG_SCHED_INFO): all blocked */
 	__u32 switch_unseen; /* a switch-in or -out not reported (the time it hides: OTHER) */
-	__u32 last_off_reason; /* the reason of the last closed off period ... */
-	__u64 last_off_ns;   /* ... and its time in that reason (not its runqueue wait), which the
-			      * next switch-out may give back to running: see wall_switch_out */
+	__u32 pad;
 	__u64 off_class_ns[PKPROF_BLOCK_NR];
 	__u64 off_count[PKPROF_BLOCK_NR]; /* closed off periods by reason ([RUNNABLE]: preemptions) */
 	__u64 runq_waits;    /* closed runqueue waits (each switch-in after an off period) */

@@ -27,32 +27,49 @@
  * while it is off. */
 const volatile bool wall_on = false;
 
-/* sched_wait's answer on a kernel without CONFIG_SCHED_INFO (or the run queue's clock). */
-#define PKPROF_WAIT_UNKNOWN (~0ULL)
+/* The wall chain's per-CPU register: the switch-in still to apply (pkprof.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pkprof_wall_cpu);
+} wall_cpus SEC(".maps");
 
 /*
- * How long next waited for its CPU, by the scheduler's own clock (what /proc/PID/schedstat's
- * run-queue time adds at this switch: rq clock at this __schedule less the task's last_queued,
- * sched_info_arrive), at most `most`; PKPROF_WAIT_UNKNOWN without CONFIG_SCHED_INFO. last_queued
- * is the rq clock when the task was enqueued: at its wakeup, or at its preemption. The
- * tracepoint runs a few microseconds after the scheduler read its clock (the pick of next lies
- * between); that part, like the same delay at the switch-out, goes to the off period's reason.
+ * next's run-queue total as /proc/PID/schedstat will say it once this switch-in is counted, into
+ * r (r->wait_known 0 without CONFIG_SCHED_INFO): sched_info.run_delay, the waits already counted
+ * (the part of this one spent on another CPU's queue before a migration among them), plus the
+ * wait ending now, the rq clock at this __schedule less last_queued (what sched_info_arrive, just
+ * after the tracepoint, adds). The off period's wait is this less the total at its switch-out.
+ * The tracepoint runs a few microseconds after the scheduler read its clock (the pick of next
+ * lies between); that part goes to the off period's reason (and back to running when the
+ * scheduler's slice says so).
  */
-static __always_inline __u64 sched_wait(struct task_struct *next, __u64 most)
+static __always_inline void sched_wait(struct task_struct *next, struct pkprof_wall_cpu *r)
 {
 	__u64 queued, clock;
 
+	r->wait_known = 0;
 	/* The run queue through the task's fair-class queue on this CPU (set for every task when
 	 * it is placed on a CPU; `runqueues` itself is not in kallsyms without KALLSYMS_ALL).
 	 * Direct loads through kernel BTF: no helper call at every switch. */
 	if (!bpf_core_field_exists(next->sched_info.last_queued) ||
 	    !bpf_core_field_exists(struct cfs_rq, rq))
-		return PKPROF_WAIT_UNKNOWN;
+		return;
 	queued = next->sched_info.last_queued;
 	clock = next->se.cfs_rq->rq->clock;
-	if (!queued || clock < queued)
-		return PKPROF_WAIT_UNKNOWN;
-	return clock - queued < most ? clock - queued : most;
+	r->run_delay_ns = next->sched_info.run_delay;
+	if (queued && clock > queued)
+		r->run_delay_ns += clock - queued;
+	r->wait_known = 1;
+}
+
+/* t's run-queue total so far (0 without CONFIG_SCHED_INFO). */
+static __always_inline __u64 run_delay_of(struct task_struct *t)
+{
+	if (!bpf_core_field_exists(t->sched_info.run_delay))
+		return 0;
+	return t->sched_info.run_delay;
 }
 
 /* Two buckets per power of two: 2*floor(log2(ns)) + the bit below the top one (ns < 2: 0). */
@@ -73,21 +90,69 @@ static __always_inline __u32 runq_bucket(__u64 ns)
 	return lg < PKPROF_RUNQ_HIST ? lg : PKPROF_RUNQ_HIST - 1;
 }
 
-/* Thread tid (entry e) leaves the CPU in c->switch_state: open its off period. */
+/*
+ * The off period of w ends at its switch-in r->in_ns: waiting for the CPU as long as the
+ * scheduler says, the rest under its reason. Returns the part under its reason (not the wait).
+ */
+static __always_inline __u64 wall_close_off(struct pkprof_wall *w, const struct pkprof_wall_cpu *r)
+{
+	__u64 in = r->in_ns, off = w->off_ns, wait, own;
+	__u32 reason = w->off_reason;
+
+	if (reason >= PKPROF_BLOCK_NR)
+		reason = PKPROF_BLOCK_OTHER;
+	if (r->wait_known && r->run_delay_ns >= w->run_delay_out)
+		wait = r->run_delay_ns - w->run_delay_out < in - off ? r->run_delay_ns - w->run_delay_out :
+									in - off;
+	else if (reason == PKPROF_BLOCK_RUNNABLE)
+		wait = in - off; /* preempted: waited all along */
+	else {
+		wait = 0; /* woken when, unknown: blocked all along */
+		w->wake_unseen++;
+	}
+	own = in - off - wait;
+	w->off_class_ns[reason] += own;
+	w->off_count[reason]++;
+	w->off_class_ns[PKPROF_BLOCK_RUNNABLE] += wait;
+	w->runq_waits++;
+	if (wait > w->runq_max_ns)
+		w->runq_max_ns = wait;
+	w->runq_hist[runq_bucket(wait) & (PKPROF_RUNQ_HIST - 1)]++;
+	w->off_ns = 0;
+	return reason == PKPROF_BLOCK_RUNNABLE ? 0 : own;
+}
+
+/*
+ * Thread tid (entry e) leaves the CPU in c->switch_state: its switch-in, kept in this CPU's
+ * register, closes the off period before it; the slice since is running; a new off period opens.
+ */
 static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid)
 {
 	__u64 now = c->last_ns; /* the switch's instant: charge() just ran */
+	struct pkprof_wall_cpu *r;
 	struct pkprof_wall *w;
-	__u32 state = c->switch_state;
+	__u32 state = c->switch_state, key = 0;
+	__u64 in = 0, own = 0, reason_part = 0;
 
-	if (!wall_on || !e || !tid || !count_from_ns)
+	if (!wall_on || !tid || !count_from_ns)
+		return;
+	r = bpf_map_lookup_elem(&wall_cpus, &key);
+	if (!r)
+		return;
+	if (r->tid == tid) {
+		in = r->in_ns;
+		r->tid = 0;
+	}
+	if (!e)
 		return;
 	w = &e->wall;
 	if (!w->since_ns)
 		w->since_ns = now; /* first seen leaving the CPU: followed from now */
-	if (w->in_ns && now > w->in_ns) {
-		__u64 ours = now - w->in_ns, slice, back;
-
+	else if (in && in >= w->since_ns && in <= now) {
+		if (w->off_ns && in >= w->off_ns) {
+			reason_part = w->off_reason;
+			own = wall_close_off(w, r);
+		}
 		/*
 		 * The scheduler may have started this slice before our switch-in: a wakeup that
 		 * preempts skips the clock update of the __schedule that follows
@@ -96,19 +161,23 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 		 * exceeds ours; that part was counted in the off period just closed, under its
 		 * reason: it goes back to running (at most what that period gave its reason).
 		 */
-		if (c->sum_at_in && c->cur_tid == tid) {
-			slice = bpf_get_current_task_btf()->se.sum_exec_runtime - (c->sum_at_in - 1);
-			if (slice > ours && w->last_off_reason < PKPROF_BLOCK_NR) {
-				back = slice - ours;
-				if (back > w->last_off_ns)
-					back = w->last_off_ns;
-				w->off_class_ns[w->last_off_reason] -= back;
-				ours += back;
+		if (own && c->sum_at_in && c->cur_tid == tid) {
+			__u64 slice = bpf_get_current_task_btf()->se.sum_exec_runtime -
+				      (c->sum_at_in - 1);
+
+			if (slice > now - in) {
+				__u64 back = slice - (now - in);
+
+				if (back > own)
+					back = own;
+				if (reason_part >= PKPROF_BLOCK_NR)
+					reason_part = PKPROF_BLOCK_OTHER;
+				w->off_class_ns[reason_part] -= back;
+				in -= back;
 			}
 		}
-		w->oncpu_ns += ours;
+		w->oncpu_ns += now - in;
 	}
-	w->last_off_ns = 0;
 	if (w->off_ns && now > w->off_ns) {
 		/* Leaves the CPU without its switch-in seen (an unreported switch, see
 		 * lost.missed_switch): off, then on for a while, split unknown: OTHER, counted. */
@@ -123,59 +192,28 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 	}
 	w->off_reason = block_reason(bpf_get_current_task_btf(), state);
 	w->off_ns = now;
+	w->run_delay_out = run_delay_of(bpf_get_current_task_btf());
 	/* Runnable at once when preempted; a blocked thread waits for its wakeup. */
 	w->wake_ns = w->off_reason == PKPROF_BLOCK_RUNNABLE ? now : 0;
 }
 
-/* next takes the CPU: its off period ends, blocked up to its wakeup, runnable since (the
- * scheduler's run-queue stamp says when). */
+/*
+ * next takes the CPU: its switch-in, and how long it waited for the CPU, go to this CPU's
+ * register; its entry is not looked up (wall_switch_out applies them).
+ */
 static __always_inline void wall_switch_in(struct pkprof_cpu *c, struct task_struct *next)
 {
-	__u32 tid = next->pid;
-	struct pkprof_thread *e;
-	struct pkprof_wall *w;
-	__u64 now = c->last_ns, off, wait;
-	__u32 r;
+	struct pkprof_wall_cpu *r;
+	__u32 key = 0;
 
-	if (!wall_on || !tid)
+	if (!wall_on)
 		return;
-	e = bpf_map_lookup_elem(&threads, &tid);
-	if (!e || !e->wall.since_ns)
+	r = bpf_map_lookup_elem(&wall_cpus, &key);
+	if (!r)
 		return;
-	w = &e->wall;
-	if (w->in_ns && !w->off_ns && now > w->in_ns) {
-		/* Switched in again without its switch-out seen (an unreported switch, see
-		 * lost.missed_switch): what it did since is unknown, OTHER, counted. */
-		w->off_class_ns[PKPROF_BLOCK_OTHER] += now - w->in_ns;
-		w->switch_unseen++;
-	}
-	w->in_ns = now;
-	if (!w->off_ns)
-		return;
-	off = w->off_ns < now ? w->off_ns : now;
-	r = w->off_reason;
-	if (r >= PKPROF_BLOCK_NR)
-		r = PKPROF_BLOCK_OTHER;
-	wait = sched_wait(next, now - off);
-	if (wait == PKPROF_WAIT_UNKNOWN) {
-		/* A preempted thread waited all along; a blocked one is counted blocked. */
-		if (r == PKPROF_BLOCK_RUNNABLE) {
-			wait = now - off;
-		} else {
-			wait = 0;
-			w->wake_unseen++;
-		}
-	}
-	w->off_class_ns[r] += now - off - wait;
-	w->last_off_reason = r;
-	w->last_off_ns = now - off - wait;
-	w->off_count[r]++;
-	w->off_class_ns[PKPROF_BLOCK_RUNNABLE] += wait;
-	w->runq_waits++;
-	if (wait > w->runq_max_ns)
-		w->runq_max_ns = wait;
-	w->runq_hist[runq_bucket(wait) & (PKPROF_RUNQ_HIST - 1)]++;
-	w->off_ns = 0;
+	r->tid = next->pid;
+	r->in_ns = c->last_ns;
+	sched_wait(next, r);
 }
 
 /* A new task is enqueued for the first time: its life starts, waiting for a CPU. */
@@ -192,6 +230,7 @@ static __always_inline int wall_wakeup_new(struct task_struct *p)
 	e->wall.off_reason = PKPROF_BLOCK_RUNNABLE;
 	e->wall.off_ns = now;
 	e->wall.wake_ns = now;
+	e->wall.run_delay_out = run_delay_of(p);
 	return 0;
 }
 
