@@ -418,6 +418,12 @@ struct pkprof_py_frame {
 	__u32 pad;
 };
 
+/* The Python frames of one sample while it is built (map `py_scratch`, two slots per CPU: one
+ * for cpu-clock samples, one for off-CPU samples, which a cpu-clock sample may interrupt). */
+struct pkprof_py_frames {
+	struct pkprof_py_frame f[PKPROF_MAX_PY_FRAMES];
+};
+
 /* Where a process's interpreter is and how to walk it (0 offsets: the field does not exist). */
 struct pkprof_py_proc {
 	__u64 runtime;                   /* address of _PyRuntime */
@@ -465,13 +471,17 @@ struct pkprof_sample {
 	__u64 user_bp;
 	__u64 kstack[PKPROF_MAX_STACK]; /* leaf first */
 	__u64 ustack[PKPROF_MAX_STACK]; /* leaf first: the frame-pointer walk */
-	/* CPython frames of the sampled thread (record/python.bpf.h), leaf first. */
-	__u32 py_len;   /* entries of py filled */
+	/*
+	 * CPython frames of the sampled thread (record/python.bpf.h), leaf first: py_len
+	 * struct pkprof_py_frame follow the record (the one that holds this sample: pkprof_sample
+	 * or pkprof_offcpu), before its user stack bytes, so that a native sample carries none.
+	 */
+	__u32 py_len;   /* frames that follow the record (at most PKPROF_MAX_PY_FRAMES) */
 	__u32 py_state; /* enum pkprof_py_state */
-	struct pkprof_py_frame py[PKPROF_MAX_PY_FRAMES];
 };
 
-/* A sample and its stack bytes, as built in the scratch buffer and emitted to the ring. */
+/* A sample and its stack bytes, as built in the scratch buffer (its Python frames are built in
+ * `py_scratch`); the ring gets the record, then its Python frames, then its stack bytes. */
 struct pkprof_sample_buf {
 	struct pkprof_sample s;
 	/* One page more than the maximum: each page-sized copy starts below the maximum. */
@@ -531,8 +541,9 @@ struct pkprof_waker {
 /*
  * One off-CPU sample: a thread blocked (switched out in a sleeping state) and ran again. `s` holds
  * the blocked thread's labels and stacks as a cpu-clock sample would (kind PKPROF_EV_OFFCPU,
- * time_ns its switch-in): the kernel stack it blocked in, and its user stack, taken in its own
- * context when the blocking call returns (stack bytes follow this record, s.ustack_bytes_len).
+ * time_ns its switch-in): the kernel stack it blocked in, and its user stack and Python frames,
+ * taken in its own context when the blocking call returns (s.py_len Python frames, then
+ * s.ustack_bytes_len stack bytes follow this record).
  * chain[0] is the waker, chain[i + 1] the waker of chain[i] when chain[i] was woken just before.
  */
 struct pkprof_offcpu {
