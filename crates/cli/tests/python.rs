@@ -2,7 +2,8 @@
 //! BPF needed, run with `cargo test -p pkprof --test python -- --include-ignored --test-threads=1`.
 //!
 //! The truth never comes from pkprof: the workloads (tests/workloads/python_work.py) print their own
-//! recursion depth (`traceback.extract_stack`) and threads' native ids, the program's structure
+//! recursion depth (`traceback.extract_stack`), threads' native ids and the time each blocking
+//! function spent in its blocking calls (`time.monotonic_ns` around each), the program's structure
 //! says which function calls which, and `py-spy dump` (PyPI, scripts/setup.sh) reads the same
 //! process. Interpreters: Debian's python3.11 and, when installed, pyenv's 3.12 / 3.13 (and 3.10,
 //! which pkprof has no offsets for).
@@ -211,6 +212,68 @@ fn python_native_kernel() {
         syscall >= 5,
         "Python > os.pread > syscall > kernel stacks: {syscall}"
     );
+}
+
+/// `record --off-cpu`: the blocked threads' Python frames are spliced into their off-CPU stacks
+/// (issue 14 with 12 §2). `napper` sleeps (time.sleep), `pipe_wait` blocks in a pipe read
+/// (os.read) fed by `feeder`, each in its own thread; the off-CPU time under each function is the
+/// time the function measured around its own blocking calls, within 3%, and its blocked stacks
+/// run Python -> the C call -> the syscall boundary -> the kernel.
+#[test]
+#[ignore = "needs root and BPF"]
+fn off_cpu_samples_carry_python_frames() {
+    let (p, text) = record(
+        "offcpu",
+        &["--off-cpu"],
+        &["/usr/bin/python3.11", &work_py(), "block", "1.5"],
+    );
+    let off = p.off_cpu.as_ref().expect("off-CPU samples recorded");
+    for (func, sys) in [("napper", "sys_clock_nanosleep"), ("pipe_wait", "sys_read")] {
+        let measured: u64 = printed(&text, &format!("BLOCKED {func}"))
+            .first()
+            .unwrap_or_else(|| panic!("BLOCKED {func} printed:\n{text}"))
+            .parse()
+            .unwrap();
+        let name = format!("python_work.py:{func}");
+        let (mut ours, mut ordered, mut samples) = (0u64, 0u64, 0u64);
+        for g in &off.groups {
+            let fr = frames(&p, g.stack);
+            let Some(at) = fr
+                .iter()
+                .position(|(k, f)| *k == FrameKind::Python && *f == name)
+            else {
+                continue;
+            };
+            ours += g.weight_ns;
+            samples += g.count;
+            // Python, then native frames only, then the call's boundary, then the kernel.
+            let boundary = fr
+                .iter()
+                .position(|(k, f)| *k == FrameKind::Syscall && f.starts_with(sys));
+            if let Some(b) = boundary {
+                let native_between = fr[at + 1..b].iter().all(|(k, _)| *k == FrameKind::User);
+                let kernel_after = fr[b + 1..].iter().any(|(k, _)| *k == FrameKind::Kernel);
+                if native_between && kernel_after {
+                    ordered += g.weight_ns;
+                }
+            }
+        }
+        let err = rel_err(ours, measured);
+        eprintln!(
+            "{func}: {samples} off-CPU samples, {ours} ns blocked under it (by its stack: {ordered} ns); \
+             the program measured {measured} ns ({:.2}% apart)",
+            err * 100.0
+        );
+        assert!(samples >= 20, "{func}: too few off-CPU samples ({samples})");
+        assert!(
+            err.abs() <= 0.03,
+            "{func}: {ours} ns off-CPU vs {measured} ns measured by the program"
+        );
+        assert!(
+            ordered * 100 >= ours * 95,
+            "{func}: {ordered} of {ours} ns run Python > native > {sys} > kernel"
+        );
+    }
 }
 
 /// Two threads in different functions are told apart: each thread's samples carry its own
