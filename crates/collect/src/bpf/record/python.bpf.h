@@ -67,6 +67,8 @@ struct py_walk {
 	__u32 n;     /* frames written */
 	__u32 state; /* enum pkprof_py_state */
 	__u32 slot;  /* py_scratch slot */
+	__u32 span;  /* bytes read of each frame (py_frame_span) */
+	__u32 pad;
 };
 
 static long py_thread_step(__u64 i, void *arg)
@@ -91,12 +93,18 @@ static long py_thread_step(__u64 i, void *arg)
 	return 0;
 }
 
+/* Bytes of a frame read at once: its fields of interest lie in its first ones (72 at most in
+ * 3.11-3.13). */
+#define PY_FRAME_SPAN 128
+
 static long py_frame_step(__u64 i, void *arg)
 {
 	struct py_walk *w = arg;
 	struct pkprof_py_frames *buf;
 	struct pkprof_py_frame *f;
-	__u64 frame = w->frame, code = 0, instr = 0;
+	/* The frame's first w->span bytes, in one read rather than one per field. */
+	__u64 raw[PY_FRAME_SPAN / 8];
+	__u64 frame = w->frame;
 	__u8 owner = 0, entry = 0;
 
 	if (!frame) {
@@ -106,11 +114,12 @@ static long py_frame_step(__u64 i, void *arg)
 	buf = bpf_map_lookup_elem(&py_scratch, &w->slot);
 	if (!buf)
 		return 1;
-	if (bpf_probe_read_user(&w->frame, sizeof(w->frame), (void *)(frame + w->p.frame_previous)))
+	__builtin_memset(raw, 0, sizeof(raw));
+	if (bpf_probe_read_user(raw, w->span & (PY_FRAME_SPAN - 1), (void *)frame))
 		goto fault;
+	w->frame = raw[(w->p.frame_previous / 8) & (PY_FRAME_SPAN / 8 - 1)];
 	if (w->p.owned_by_cstack) {
-		if (bpf_probe_read_user(&owner, 1, (void *)(frame + w->p.frame_owner)))
-			goto fault;
+		owner = ((__u8 *)raw)[w->p.frame_owner & (PY_FRAME_SPAN - 1)];
 		if (owner == w->p.owned_by_cstack) {
 			/* An entry shim: the frame above it began this run of the loop. */
 			if (w->n > 0)
@@ -118,25 +127,42 @@ static long py_frame_step(__u64 i, void *arg)
 			return 0;
 		}
 	} else if (w->p.frame_is_entry) {
-		if (bpf_probe_read_user(&entry, 1, (void *)(frame + w->p.frame_is_entry)))
-			goto fault;
+		entry = ((__u8 *)raw)[w->p.frame_is_entry & (PY_FRAME_SPAN - 1)];
 	}
 	if (w->n >= PKPROF_MAX_PY_FRAMES) {
 		w->state = PKPROF_PY_DEPTH;
 		return 1;
 	}
-	if (bpf_probe_read_user(&code, sizeof(code), (void *)(frame + w->p.frame_code)) ||
-	    bpf_probe_read_user(&instr, sizeof(instr), (void *)(frame + w->p.frame_instr)))
-		goto fault;
 	f = &buf->f[w->n & (PKPROF_MAX_PY_FRAMES - 1)];
-	f->code = code;
-	f->instr = instr;
+	f->code = raw[(w->p.frame_code / 8) & (PY_FRAME_SPAN / 8 - 1)];
+	f->instr = raw[(w->p.frame_instr / 8) & (PY_FRAME_SPAN / 8 - 1)];
 	f->flags = entry ? PKPROF_PY_FRAME_ENTRY : 0;
 	w->n++;
 	return 0;
 fault:
 	w->state = PKPROF_PY_READ_FAULT;
 	return 1;
+}
+
+/* The bytes of a frame its walk reads (0: a field lies beyond PY_FRAME_SPAN, or a pointer field
+ * is not 8-aligned: no walk). */
+static __always_inline __u32 py_frame_span(const struct pkprof_py_proc *p)
+{
+	__u32 span = 0;
+
+	if ((p->frame_code | p->frame_previous | p->frame_instr) & 7)
+		return 0;
+	if (p->frame_code + 8 > span)
+		span = p->frame_code + 8;
+	if (p->frame_previous + 8 > span)
+		span = p->frame_previous + 8;
+	if (p->frame_instr + 8 > span)
+		span = p->frame_instr + 8;
+	if (p->owned_by_cstack && p->frame_owner + 1 > span)
+		span = p->frame_owner + 1;
+	if (p->frame_is_entry && p->frame_is_entry + 1 > span)
+		span = p->frame_is_entry + 1;
+	return span < PY_FRAME_SPAN ? span : 0;
 }
 
 /*
@@ -154,6 +180,11 @@ static __noinline void py_walk_sample(struct pkprof_sample *s, __u32 slot, __u32
 	if (!p)
 		return;
 	w.p = *p;
+	w.span = py_frame_span(p);
+	if (!w.span) {
+		s->py_state = PKPROF_PY_READ_FAULT;
+		return;
+	}
 	w.tid = tid;
 	w.slot = slot;
 	w.state = PKPROF_PY_NO_THREAD;
