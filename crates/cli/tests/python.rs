@@ -113,17 +113,22 @@ fn check_fib(python: &str) {
         &[],
         &[python, &work_py(), "fib", "1.5"],
     );
+    fib_checks(python, &p, &text);
+}
+
+/// check_fib's checks on a recording of the `fib` mode (`text`: its output).
+fn fib_checks(python: &str, p: &Profile, text: &str) {
     assert!(
         text.contains("Python frames spliced in"),
         "{python}: interpreter found:\n{text}"
     );
-    let depth: usize = printed(&text, "DEPTH")
+    let depth: usize = printed(text, "DEPTH")
         .first()
         .expect("DEPTH printed")
         .parse()
         .unwrap();
     let (mut in_loop, mut with_fib, mut bottom, mut bottom_right) = (0, 0, 0, 0);
-    for (_, fr, n) in target_samples(&p) {
+    for (_, fr, n) in target_samples(p) {
         let py = python_names(&fr);
         let eval = fr.iter().any(|(_, f)| f == "_PyEval_EvalFrameDefault");
         if py
@@ -179,6 +184,38 @@ fn fib_depth_other_versions() {
     for py in others {
         check_fib(&py);
     }
+}
+
+/// A process looked at before it runs CPython (a shell that computes for half a second, then
+/// `exec`s the interpreter in the same process) is looked at again after its exec: the shell's
+/// samples come first (so it was looked at, and found not Python, before), then the interpreter's
+/// carry their Python frames as check_fib wants them.
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_found_after_exec() {
+    let script = format!(
+        "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec /usr/bin/python3.11 {} fib 1.5",
+        work_py()
+    );
+    let (p, text) = record("exec", &[], &["sh", "-c", &script]);
+    let python_pid = p
+        .samples
+        .iter()
+        .find(|s| s.comm.starts_with("python3"))
+        .map(|s| s.pid)
+        .expect("samples of the interpreter");
+    let shell: u64 = p
+        .samples
+        .iter()
+        .filter(|s| s.pid == python_pid && s.comm == "sh")
+        .map(|s| s.count)
+        .sum();
+    eprintln!("pid {python_pid}: {shell} samples as sh before its exec");
+    assert!(
+        shell >= 50,
+        "the shell ran before its exec: {shell} samples"
+    );
+    fib_checks("sh -> exec python3.11", &p, &text);
 }
 
 /// Python -> C extension -> kernel: `pack` > zlib's compress > libz's deflate, and `reader` >

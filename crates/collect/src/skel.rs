@@ -28,6 +28,8 @@ unsafe impl plain::Plain for types::pkprof_py_proc {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_py_frame {}
 // SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_exec {}
+// SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_func_key {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_srv_key {}

@@ -133,6 +133,8 @@ struct FakeMaps {
     /// What `detect_python` finds per process (absent: not Python), and the code objects.
     python: HashMap<u32, PyDetect>,
     codes: HashMap<u64, CodeInfo>,
+    /// The processes `detect_python` was asked about, in order.
+    detections: Vec<u32>,
 }
 
 impl ProcessMaps for FakeMaps {
@@ -180,6 +182,7 @@ impl ProcessMaps for FakeMaps {
         self.exes.get(&pid).cloned()
     }
     fn detect_python(&mut self, pid: u32) -> PyDetect {
+        self.detections.push(pid);
         self.python
             .get(&pid)
             .cloned()
@@ -1112,4 +1115,23 @@ fn python_runs_replace_their_interpreter_loop_frames() {
         w.iter().any(|l| l.contains("1 unreadable code object")),
         "{w:?}"
     );
+}
+
+/// A process is looked at for a CPython once per image: again after an exec record (it ran a new
+/// image since), not at every sample.
+#[test]
+fn a_process_is_looked_at_again_after_its_exec() {
+    let mut maps = FakeMaps::default();
+    let app = served(300, "app", true);
+    let one = || SampleEvent {
+        ustack: vec![0x1000],
+        ..sample(300, "app", Some(app.clone()))
+    };
+    let mut batch = samples([one(), one()]);
+    batch.push(RingRecord::Exec(300));
+    batch.extend(samples([one(), one()]));
+    let mut kernel = FakeKernel::with(vec![batch]);
+    record(&mut kernel, &mut maps, TargetSet::Kernel, &[300], false);
+    assert_eq!(maps.detections, [300, 300]);
+    assert_eq!(maps.captures, [300, 300]);
 }

@@ -327,6 +327,7 @@ enum pkprof_event_kind {
 	PKPROF_EV_SAMPLE = 1,
 	PKPROF_EV_LINK = 2,
 	PKPROF_EV_OFFCPU = 3, /* struct pkprof_offcpu (record --off-cpu) */
+	PKPROF_EV_EXEC = 4,   /* struct pkprof_exec */
 };
 
 /* Where the sampled CPU was (the interrupted context, not the sampling timer's interrupt). */
@@ -439,6 +440,17 @@ struct pkprof_py_proc {
 	__u32 frame_owner;
 	__u32 frame_is_entry;  /* 3.11: _PyInterpreterFrame.is_entry (0: none) */
 	__u32 owned_by_cstack; /* 3.12+: the owner of an entry shim frame (0: none) */
+};
+
+/*
+ * A process user space had looked at (in `captured`) ran a new image (execve): what it found of
+ * the old one (its maps' capture, its interpreter) no longer holds; it looks again at the
+ * process's next sample. The kernel side has forgotten the process's Python layout already.
+ */
+struct pkprof_exec {
+	enum pkprof_event_kind kind; /* PKPROF_EV_EXEC */
+	__u32 pid;
+	__u64 time_ns;
 };
 
 /* One stack sample (cpu-clock), labelled with the thread it served. */

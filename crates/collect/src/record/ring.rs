@@ -15,16 +15,17 @@ use crate::error::CollectError;
 use crate::loader::Collector;
 use crate::reader::comm_str;
 use crate::skel::types::{
-    pkprof_event_kind as Kind, pkprof_hold as Hold, pkprof_link, pkprof_link_to as LinkTo,
-    pkprof_offcpu, pkprof_py_frame, pkprof_py_frame_flags as PyFrameFlags, pkprof_py_frames,
-    pkprof_py_state as PyState, pkprof_sample, pkprof_sample_ctx as Ctx,
-    pkprof_sample_flags as Flags, pkprof_stack_flags as StackFlags, pkprof_waker,
-    pkprof_waker_flags as WakerFlags,
+    pkprof_event_kind as Kind, pkprof_exec, pkprof_hold as Hold, pkprof_link,
+    pkprof_link_to as LinkTo, pkprof_offcpu, pkprof_py_frame,
+    pkprof_py_frame_flags as PyFrameFlags, pkprof_py_frames, pkprof_py_state as PyState,
+    pkprof_sample, pkprof_sample_ctx as Ctx, pkprof_sample_flags as Flags,
+    pkprof_stack_flags as StackFlags, pkprof_waker, pkprof_waker_flags as WakerFlags,
 };
 
 const EV_SAMPLE: u32 = Kind::PKPROF_EV_SAMPLE.0;
 const EV_LINK: u32 = Kind::PKPROF_EV_LINK.0;
 const EV_OFFCPU: u32 = Kind::PKPROF_EV_OFFCPU.0;
+const EV_EXEC: u32 = Kind::PKPROF_EV_EXEC.0;
 const WAKER_WAS_BLOCKED: u32 = WakerFlags::PKPROF_WAKER_WAS_BLOCKED.0;
 const WAKER_KTHREAD: u32 = WakerFlags::PKPROF_WAKER_KTHREAD.0;
 const FLAG_KTHREAD: u32 = Flags::PKPROF_SAMPLE_KTHREAD.0;
@@ -38,6 +39,10 @@ pub enum RecordEvent {
     Sample(SampleEvent),
     Link(LinkEvent),
     OffCpu(Box<OffCpuEvent>),
+    /// A process looked at before ran a new image (execve): look at it again.
+    Exec {
+        pid: u32,
+    },
 }
 
 /// One u64 for a hold key (kind, value): the kind in the top byte. Values are kernel addresses
@@ -187,6 +192,10 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
                 waker_kstack: stack(&o.waker_kstack, o.waker_kstack_len),
                 waker_ustack: stack(&o.waker_ustack, o.waker_ustack_len),
             })))
+        }
+        EV_EXEC => {
+            let e = plain::from_bytes::<pkprof_exec>(bytes).ok()?;
+            Some(RecordEvent::Exec { pid: e.pid })
         }
         EV_LINK => {
             let l = plain::from_bytes::<pkprof_link>(bytes).ok()?;
@@ -521,6 +530,21 @@ mod tests {
         let mut link = buffer(size_of::<pkprof_link>());
         bytes_mut(&mut link)[..4].copy_from_slice(&EV_LINK.to_ne_bytes());
         assert_eq!(decode(bytes(&link, size_of::<pkprof_link>() - 1)), None);
+    }
+
+    #[test]
+    fn decodes_an_exec() {
+        let mut buf = buffer(size_of::<pkprof_exec>());
+        let e = plain::from_mut_bytes::<pkprof_exec>(bytes_mut(&mut buf)).unwrap();
+        e.kind = Kind::PKPROF_EV_EXEC;
+        e.pid = 4242;
+        e.time_ns = 7;
+        let len = size_of::<pkprof_exec>();
+        assert_eq!(
+            decode(bytes(&buf, len)),
+            Some(RecordEvent::Exec { pid: 4242 })
+        );
+        assert_eq!(decode(bytes(&buf, len - 1)), None);
     }
 
     #[test]

@@ -21,6 +21,7 @@
 /* The enums Rust reads from the generated types (the fields holding them are plain integers). */
 enum pkprof_py_state pkprof_py_state_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_py_frame_flags pkprof_py_frame_flags_btf_anchor SEC(".data.btf_anchor");
+struct pkprof_exec pkprof_exec_btf_anchor SEC(".data.btf_anchor");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -262,6 +263,36 @@ static __always_inline long py_emit(void *hdr, __u32 hdr_len, struct pkprof_samp
 		bpf_dynptr_write(&d, hdr_len + py_bytes, stack, stack_len, 0);
 	bpf_ringbuf_submit_dynptr(&d, flags);
 	return 0;
+}
+
+/*
+ * sched_process_exec of p (record): a process user space had looked at runs a new image, and
+ * whatever interpreter it ran is gone. Its layout and cached thread state go at once (a walk
+ * with the old offsets would read the new image's memory), its capture too (its next sample
+ * wakes the reader), and a pkprof_exec record tells user space to look at it again.
+ */
+static __always_inline void py_exec(struct task_struct *p)
+{
+	__u32 tgid = p->tgid, tid = p->pid;
+	struct pkprof_exec *e;
+
+	if (!record_mode || !bpf_map_lookup_elem(&captured, &tgid))
+		return;
+	bpf_map_delete_elem(&captured, &tgid);
+	bpf_map_delete_elem(&py_procs, &tgid);
+	bpf_map_delete_elem(&py_tstates, &tid);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		struct pkprof_cpu *c = this_cpu();
+
+		if (c)
+			c->lost.sample_ring_full++; /* a record lost to a full ring, as samples are */
+		return;
+	}
+	e->kind = PKPROF_EV_EXEC;
+	e->pid = tgid;
+	e->time_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(e, submit_flags(true));
 }
 
 #endif /* PKPROF_RECORD_PYTHON_BPF_H */
