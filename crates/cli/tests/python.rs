@@ -186,6 +186,45 @@ fn fib_depth_other_versions() {
     }
 }
 
+/// A stack deeper than 64 Python frames (a recursion 100 deep) is walked whole: the samples in
+/// `bottom` carry exactly the depth the program printed there, and none says its walk was cut.
+#[test]
+#[ignore = "needs root and BPF"]
+fn deep_recursion_is_walked_whole() {
+    let (p, text) = record(
+        "deep",
+        &[],
+        &["/usr/bin/python3.11", &work_py(), "deep", "1.0"],
+    );
+    let depth: usize = printed(&text, "DEPTH")
+        .first()
+        .expect("DEPTH printed")
+        .parse()
+        .unwrap();
+    let (mut bottom, mut right) = (0, 0);
+    for (_, fr, n) in target_samples(&p) {
+        let py = python_names(&fr);
+        if py.last() == Some(&"python_work.py:bottom") {
+            bottom += n;
+            right += n * u64::from(py.len() == depth);
+        }
+    }
+    eprintln!("{right} of {bottom} bottom samples at depth {depth}");
+    assert!(
+        depth > 100,
+        "the recursion is deeper than 100 frames: {depth}"
+    );
+    assert!(bottom >= 100, "too few samples in bottom ({bottom})");
+    assert!(
+        right * 100 >= bottom * 95,
+        "{right} of {bottom} bottom samples at depth {depth}"
+    );
+    assert!(
+        !text.contains(" depth limit"),
+        "no walk was cut at the depth limit:\n{text}"
+    );
+}
+
 /// A process looked at before it runs CPython (a shell that computes for half a second, then
 /// `exec`s the interpreter in the same process) is looked at again after its exec: the shell's
 /// samples come first (so it was looked at, and found not Python, before), then the interpreter's

@@ -2,7 +2,7 @@
 CPU time (time.thread_time, whatever the machine's load) and prints what the test compares with:
 `DEPTH n` (len(traceback.extract_stack()) at the bottom of a known recursion), `TID name id`
 (a thread's native id), `READY pid`, `BLOCKED name ns` (the time a function spent in its blocking
-calls, by its own clock). Usage: python_work.py fib|threads|io|spin|block SECONDS"""
+calls, by its own clock). Usage: python_work.py fib|deep|threads|io|spin|block SECONDS"""
 import os, sys, threading, time, traceback, zlib
 
 SECS = float(sys.argv[2]) if len(sys.argv) > 2 else 1.5
@@ -114,6 +114,8 @@ if mode == "fib":
     while time.thread_time() < end:
         fib(18)
     deep(25, 0.4)
+elif mode == "deep":
+    deep(100, SECS)
 elif mode == "threads":
     ts = [threading.Thread(target=f, args=(SECS,)) for f in (alpha, beta)]
     for t in ts:

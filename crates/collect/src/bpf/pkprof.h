@@ -393,7 +393,7 @@ enum pkprof_link_to {
  * process in `py_procs`), and the sample carries each frame's code object and instruction; user
  * space names them from the process's memory and splices them into the native stack.
  */
-#define PKPROF_MAX_PY_FRAMES 64
+#define PKPROF_MAX_PY_FRAMES 128 /* a power of two */
 /* Threads searched for the sampled one in the interpreter's thread list. */
 #define PKPROF_PY_MAX_THREADS 64
 
