@@ -2,7 +2,8 @@
 //! BPF needed, run with `cargo test -p pkprof --test python -- --include-ignored --test-threads=1`.
 //!
 //! The truth never comes from pkprof: the workloads (tests/workloads/python_work.py) print their own
-//! recursion depth (`traceback.extract_stack`) and threads' native ids, the program's structure
+//! recursion depth (`traceback.extract_stack`), threads' native ids and the time each blocking
+//! function spent in its blocking calls (`time.monotonic_ns` around each), the program's structure
 //! says which function calls which, and `py-spy dump` (PyPI, scripts/setup.sh) reads the same
 //! process. Interpreters: Debian's python3.11 and, when installed, pyenv's 3.12 / 3.13 (and 3.10,
 //! which pkprof has no offsets for).
@@ -112,17 +113,22 @@ fn check_fib(python: &str) {
         &[],
         &[python, &work_py(), "fib", "1.5"],
     );
+    fib_checks(python, &p, &text);
+}
+
+/// check_fib's checks on a recording of the `fib` mode (`text`: its output).
+fn fib_checks(python: &str, p: &Profile, text: &str) {
     assert!(
         text.contains("Python frames spliced in"),
         "{python}: interpreter found:\n{text}"
     );
-    let depth: usize = printed(&text, "DEPTH")
+    let depth: usize = printed(text, "DEPTH")
         .first()
         .expect("DEPTH printed")
         .parse()
         .unwrap();
     let (mut in_loop, mut with_fib, mut bottom, mut bottom_right) = (0, 0, 0, 0);
-    for (_, fr, n) in target_samples(&p) {
+    for (_, fr, n) in target_samples(p) {
         let py = python_names(&fr);
         let eval = fr.iter().any(|(_, f)| f == "_PyEval_EvalFrameDefault");
         if py
@@ -180,6 +186,77 @@ fn fib_depth_other_versions() {
     }
 }
 
+/// A stack deeper than 64 Python frames (a recursion 100 deep) is walked whole: the samples in
+/// `bottom` carry exactly the depth the program printed there, and none says its walk was cut.
+#[test]
+#[ignore = "needs root and BPF"]
+fn deep_recursion_is_walked_whole() {
+    let (p, text) = record(
+        "deep",
+        &[],
+        &["/usr/bin/python3.11", &work_py(), "deep", "1.0"],
+    );
+    let depth: usize = printed(&text, "DEPTH")
+        .first()
+        .expect("DEPTH printed")
+        .parse()
+        .unwrap();
+    let (mut bottom, mut right) = (0, 0);
+    for (_, fr, n) in target_samples(&p) {
+        let py = python_names(&fr);
+        if py.last() == Some(&"python_work.py:bottom") {
+            bottom += n;
+            right += n * u64::from(py.len() == depth);
+        }
+    }
+    eprintln!("{right} of {bottom} bottom samples at depth {depth}");
+    assert!(
+        depth > 100,
+        "the recursion is deeper than 100 frames: {depth}"
+    );
+    assert!(bottom >= 100, "too few samples in bottom ({bottom})");
+    assert!(
+        right * 100 >= bottom * 95,
+        "{right} of {bottom} bottom samples at depth {depth}"
+    );
+    assert!(
+        !text.contains(" depth limit"),
+        "no walk was cut at the depth limit:\n{text}"
+    );
+}
+
+/// A process looked at before it runs CPython (a shell that computes for half a second, then
+/// `exec`s the interpreter in the same process) is looked at again after its exec: the shell's
+/// samples come first (so it was looked at, and found not Python, before), then the interpreter's
+/// carry their Python frames as check_fib wants them.
+#[test]
+#[ignore = "needs root and BPF"]
+fn python_found_after_exec() {
+    let script = format!(
+        "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec /usr/bin/python3.11 {} fib 1.5",
+        work_py()
+    );
+    let (p, text) = record("exec", &[], &["sh", "-c", &script]);
+    let python_pid = p
+        .samples
+        .iter()
+        .find(|s| s.comm.starts_with("python3"))
+        .map(|s| s.pid)
+        .expect("samples of the interpreter");
+    let shell: u64 = p
+        .samples
+        .iter()
+        .filter(|s| s.pid == python_pid && s.comm == "sh")
+        .map(|s| s.count)
+        .sum();
+    eprintln!("pid {python_pid}: {shell} samples as sh before its exec");
+    assert!(
+        shell >= 50,
+        "the shell ran before its exec: {shell} samples"
+    );
+    fib_checks("sh -> exec python3.11", &p, &text);
+}
+
 /// Python -> C extension -> kernel: `pack` > zlib's compress > libz's deflate, and `reader` >
 /// `os.pread` > the syscall boundary > kernel frames, in that order in one stack.
 #[test]
@@ -211,6 +288,68 @@ fn python_native_kernel() {
         syscall >= 5,
         "Python > os.pread > syscall > kernel stacks: {syscall}"
     );
+}
+
+/// `record --off-cpu`: the blocked threads' Python frames are spliced into their off-CPU stacks
+/// (issue 14 with 12 §2). `napper` sleeps (time.sleep), `pipe_wait` blocks in a pipe read
+/// (os.read) fed by `feeder`, each in its own thread; the off-CPU time under each function is the
+/// time the function measured around its own blocking calls, within 3%, and its blocked stacks
+/// run Python -> the C call -> the syscall boundary -> the kernel.
+#[test]
+#[ignore = "needs root and BPF"]
+fn off_cpu_samples_carry_python_frames() {
+    let (p, text) = record(
+        "offcpu",
+        &["--off-cpu"],
+        &["/usr/bin/python3.11", &work_py(), "block", "1.5"],
+    );
+    let off = p.off_cpu.as_ref().expect("off-CPU samples recorded");
+    for (func, sys) in [("napper", "sys_clock_nanosleep"), ("pipe_wait", "sys_read")] {
+        let measured: u64 = printed(&text, &format!("BLOCKED {func}"))
+            .first()
+            .unwrap_or_else(|| panic!("BLOCKED {func} printed:\n{text}"))
+            .parse()
+            .unwrap();
+        let name = format!("python_work.py:{func}");
+        let (mut ours, mut ordered, mut samples) = (0u64, 0u64, 0u64);
+        for g in &off.groups {
+            let fr = frames(&p, g.stack);
+            let Some(at) = fr
+                .iter()
+                .position(|(k, f)| *k == FrameKind::Python && *f == name)
+            else {
+                continue;
+            };
+            ours += g.weight_ns;
+            samples += g.count;
+            // Python, then native frames only, then the call's boundary, then the kernel.
+            let boundary = fr
+                .iter()
+                .position(|(k, f)| *k == FrameKind::Syscall && f.starts_with(sys));
+            if let Some(b) = boundary {
+                let native_between = fr[at + 1..b].iter().all(|(k, _)| *k == FrameKind::User);
+                let kernel_after = fr[b + 1..].iter().any(|(k, _)| *k == FrameKind::Kernel);
+                if native_between && kernel_after {
+                    ordered += g.weight_ns;
+                }
+            }
+        }
+        let err = rel_err(ours, measured);
+        eprintln!(
+            "{func}: {samples} off-CPU samples, {ours} ns blocked under it (by its stack: {ordered} ns); \
+             the program measured {measured} ns ({:.2}% apart)",
+            err * 100.0
+        );
+        assert!(samples >= 20, "{func}: too few off-CPU samples ({samples})");
+        assert!(
+            err.abs() <= 0.03,
+            "{func}: {ours} ns off-CPU vs {measured} ns measured by the program"
+        );
+        assert!(
+            ordered * 100 >= ours * 95,
+            "{func}: {ordered} of {ours} ns run Python > native > {sys} > kernel"
+        );
+    }
 }
 
 /// Two threads in different functions are told apart: each thread's samples carry its own

@@ -202,6 +202,8 @@ impl Collector {
                 open.maps.events.set_max_entries(rec.ring_bytes)?;
                 open.maps.targets.set_max_entries(rec.max_targets)?;
                 open.maps.sample_scratch.set_max_entries(cpus as u32)?;
+                // Two slots per CPU: cpu-clock samples and off-CPU samples (python.bpf.h).
+                open.maps.py_scratch.set_max_entries(2 * cpus as u32)?;
                 if rec.off_cpu.is_some() {
                     open.maps.offcpu_scratch.set_max_entries(cpus as u32)?;
                 }

@@ -28,6 +28,10 @@ unsafe impl plain::Plain for types::pkprof_link {}
 // SAFETY: a pkprof.h record of plain integers.
 unsafe impl plain::Plain for types::pkprof_py_proc {}
 // SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_py_frame {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_exec {}
+// SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_func_key {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_srv_key {}

@@ -173,7 +173,7 @@ fn stack_frames(
 
 /// Adds every sample group of `agg` to the builder; with `off_cpu` (its settings and counts),
 /// the off-CPU groups too. Returns the samples whose Python frames did not match their native
-/// stack's interpreter-loop frames one for one.
+/// stack's interpreter-loop frames one for one, on- and off-CPU.
 pub fn add_samples(
     agg: &Aggregate,
     sym: &mut impl Symbols,
@@ -246,8 +246,12 @@ pub fn add_samples(
                     user,
                     kernel,
                     in_syscall,
+                    python_matched,
                     ..
                 } = &parts[raw as usize];
+                if !python_matched {
+                    unmatched += sums.count;
+                }
                 let syscall = l.labels.syscall.filter(|_| *in_syscall);
                 let stack = *stack_ids.entry((raw, syscall)).or_insert_with(|| {
                     let mut frames = user.clone();

@@ -325,6 +325,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                     }
                 }
                 RingRecord::OffCpu(o) => self.off_cpu(*o),
+                RingRecord::Exec(pid) => self.exec(pid),
                 RingRecord::Undecodable => self.rec.undecodable += 1,
             }
         }
@@ -483,7 +484,15 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         s.ustack_end = unwound.end;
     }
 
-    /// Looks for a CPython in `pid` once, and hands what it found to the kernel side.
+    /// `pid`, looked at before, ran a new image: it is looked at again at its next sample, for
+    /// a CPython too (the kernel side has forgotten its layout). Its captured maps stay: they
+    /// name its samples from before the exec, and code outside them is captured as it appears.
+    fn exec(&mut self, pid: u32) {
+        self.captures.remove(&pid);
+        self.python.forget(pid);
+    }
+
+    /// Looks for a CPython in `pid` once per image, and hands what it found to the kernel side.
     fn find_python(&mut self, pid: u32) {
         if !self.python.enabled || self.python.known(pid) {
             return;

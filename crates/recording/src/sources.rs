@@ -20,6 +20,9 @@ pub enum RingRecord {
     Link(LinkEvent),
     /// An off-CPU sample (`record --off-cpu`).
     OffCpu(Box<OffCpuEvent>),
+    /// A process looked at before ran a new image (execve): what was found of its interpreter
+    /// no longer holds, and it is looked at again at its next sample.
+    Exec(u32),
     /// A record of unknown kind or size: counted, shown as a warning in the profile.
     Undecodable,
 }

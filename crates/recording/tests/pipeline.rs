@@ -133,6 +133,8 @@ struct FakeMaps {
     /// What `detect_python` finds per process (absent: not Python), and the code objects.
     python: HashMap<u32, PyDetect>,
     codes: HashMap<u64, CodeInfo>,
+    /// The processes `detect_python` was asked about, in order.
+    detections: Vec<u32>,
 }
 
 impl ProcessMaps for FakeMaps {
@@ -180,6 +182,7 @@ impl ProcessMaps for FakeMaps {
         self.exes.get(&pid).cloned()
     }
     fn detect_python(&mut self, pid: u32) -> PyDetect {
+        self.detections.push(pid);
         self.python
             .get(&pid)
             .cloned()
@@ -1112,6 +1115,111 @@ fn python_runs_replace_their_interpreter_loop_frames() {
     );
     assert!(
         w.iter().any(|l| l.contains("1 unreadable code object")),
+        "{w:?}"
+    );
+}
+
+/// A process is looked at for a CPython once per image: again after an exec record (it ran a new
+/// image since), not at every sample.
+#[test]
+fn a_process_is_looked_at_again_after_its_exec() {
+    let mut maps = FakeMaps::default();
+    let app = served(300, "app", true);
+    let one = || SampleEvent {
+        ustack: vec![0x1000],
+        ..sample(300, "app", Some(app.clone()))
+    };
+    let mut batch = samples([one(), one()]);
+    batch.push(RingRecord::Exec(300));
+    batch.extend(samples([one(), one()]));
+    let mut kernel = FakeKernel::with(vec![batch]);
+    record(&mut kernel, &mut maps, TargetSet::Kernel, &[300], false);
+    assert_eq!(maps.detections, [300, 300]);
+    assert_eq!(maps.captures, [300, 300]);
+}
+
+/// Off-CPU samples carry Python frames as cpu-clock samples do: spliced in place of their
+/// interpreter-loop frame, and counted in the profile's warnings when they do not match it.
+#[test]
+fn off_cpu_samples_splice_their_python_frames() {
+    let mut maps = FakeMaps {
+        python: HashMap::from([(
+            100,
+            PyDetect::Found(PyLayout {
+                version: (3, 11, 2),
+                runtime: 0x7000,
+                binary: "python3.11".into(),
+                offsets: PyOffsets::default(),
+                from_debug_offsets: false,
+            }),
+        )]),
+        codes: HashMap::from([(
+            0xa1,
+            CodeInfo {
+                filename: "/srv/app.py".into(),
+                qualname: "nap".into(),
+                firstlineno: 1,
+                linetable: Vec::new(),
+                code_start: 0,
+            },
+        )]),
+        ..FakeMaps::default()
+    };
+    let app = served(100, "app", true);
+    let off = |ustack: Vec<u64>| {
+        RingRecord::OffCpu(Box::new(pkprof_attribution::OffCpuEvent {
+            sample: SampleEvent {
+                ustack,
+                ustack_end: None,
+                python: vec![PyRawFrame {
+                    code: 0xa1,
+                    instr: 0,
+                    entry: true,
+                }],
+                python_walk: PyWalk::Complete,
+                ..sample(100, "app", Some(app.clone()))
+            },
+            off_ns: 0,
+            offcpu_ns: 20_000_000,
+            blocked_ns: 20_000_000,
+            weight_ns: 20_000_000,
+            reason: pkprof_profile::BlockReason::Sleep,
+            chain: Vec::new(),
+            waker_kstack: Vec::new(),
+            waker_ustack: Vec::new(),
+        }))
+    };
+    // Leaf first: u1000 (libc's sleep) <- EVAL (runs nap) <- u3000; then a stack without its
+    // loop frame (cut short): its Python frame goes at the root and the sample is counted.
+    let batch = vec![off(vec![0x1000, EVAL + 1, 0x3001]), off(vec![0x1000])];
+    let mut kernel = FakeKernel::with(vec![batch]);
+    let rec = record(&mut kernel, &mut maps, TargetSet::Kernel, &[100], false);
+    let mut sym = symbols();
+    let frame = rec.last_frame.clone().unwrap_or_default();
+    let meta = meta::build(meta_inputs(&rec, &frame));
+    let extras = Extras {
+        func_counts: Vec::new(),
+        bpf_stats_unmeasured: false,
+        off_cpu: Some(pkprof_profile::OffCpu::default()),
+    };
+    let p = pkprof_recording::profile(meta, &rec, &mut sym, extras);
+    let off = p.off_cpu.as_ref().expect("off-CPU groups");
+    let mut stacks: Vec<String> = off
+        .groups
+        .iter()
+        .map(|g| {
+            p.stack_frames(g.stack)
+                .map(|f| f.name.clone())
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .collect();
+    stacks.sort();
+    assert_eq!(stacks, ["app.py:nap;u1000", "u3000;app.py:nap;u1000"]);
+    let w = &p.meta.warnings;
+    assert!(
+        w.iter()
+            .any(|l| l.contains("1 not matching the native stack")),
         "{w:?}"
     );
 }

@@ -41,6 +41,7 @@ impl<'a> Kernel<'a> {
             Some(RecordEvent::Sample(s)) => RingRecord::Sample(s),
             Some(RecordEvent::Link(l)) => RingRecord::Link(l),
             Some(RecordEvent::OffCpu(o)) => RingRecord::OffCpu(o),
+            Some(RecordEvent::Exec { pid }) => RingRecord::Exec(pid),
             None => RingRecord::Undecodable,
         }));
     }

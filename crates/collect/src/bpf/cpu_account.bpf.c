@@ -350,6 +350,7 @@ int BPF_PROG(on_process_exec, struct task_struct *p, pid_t old_pid, struct linux
 
 	if (e)
 		bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
+	py_exec(p); /* record: looked at again (record/python.bpf.h) */
 	return 0;
 }
 

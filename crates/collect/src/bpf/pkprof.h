@@ -346,6 +346,7 @@ enum pkprof_event_kind {
 	PKPROF_EV_SAMPLE = 1,
 	PKPROF_EV_LINK = 2,
 	PKPROF_EV_OFFCPU = 3, /* struct pkprof_offcpu (record --off-cpu) */
+	PKPROF_EV_EXEC = 4,   /* struct pkprof_exec */
 };
 
 /* Where the sampled CPU was (the interrupted context, not the sampling timer's interrupt). */
@@ -411,7 +412,7 @@ enum pkprof_link_to {
  * process in `py_procs`), and the sample carries each frame's code object and instruction; user
  * space names them from the process's memory and splices them into the native stack.
  */
-#define PKPROF_MAX_PY_FRAMES 64
+#define PKPROF_MAX_PY_FRAMES 128 /* a power of two */
 /* Threads searched for the sampled one in the interpreter's thread list. */
 #define PKPROF_PY_MAX_THREADS 64
 
@@ -437,6 +438,12 @@ struct pkprof_py_frame {
 	__u32 pad;
 };
 
+/* The Python frames of one sample while it is built (map `py_scratch`, two slots per CPU: one
+ * for cpu-clock samples, one for off-CPU samples, which a cpu-clock sample may interrupt). */
+struct pkprof_py_frames {
+	struct pkprof_py_frame f[PKPROF_MAX_PY_FRAMES];
+};
+
 /* Where a process's interpreter is and how to walk it (0 offsets: the field does not exist). */
 struct pkprof_py_proc {
 	__u64 runtime;                   /* address of _PyRuntime */
@@ -452,6 +459,17 @@ struct pkprof_py_proc {
 	__u32 frame_owner;
 	__u32 frame_is_entry;  /* 3.11: _PyInterpreterFrame.is_entry (0: none) */
 	__u32 owned_by_cstack; /* 3.12+: the owner of an entry shim frame (0: none) */
+};
+
+/*
+ * A process user space had looked at (in `captured`) ran a new image (execve): what it found of
+ * the old one (its maps' capture, its interpreter) no longer holds; it looks again at the
+ * process's next sample. The kernel side has forgotten the process's Python layout already.
+ */
+struct pkprof_exec {
+	enum pkprof_event_kind kind; /* PKPROF_EV_EXEC */
+	__u32 pid;
+	__u64 time_ns;
 };
 
 /* One stack sample (cpu-clock), labelled with the thread it served. */
@@ -484,13 +502,17 @@ struct pkprof_sample {
 	__u64 user_bp;
 	__u64 kstack[PKPROF_MAX_STACK]; /* leaf first */
 	__u64 ustack[PKPROF_MAX_STACK]; /* leaf first: the frame-pointer walk */
-	/* CPython frames of the sampled thread (record/python.bpf.h), leaf first. */
-	__u32 py_len;   /* entries of py filled */
+	/*
+	 * CPython frames of the sampled thread (record/python.bpf.h), leaf first: py_len
+	 * struct pkprof_py_frame follow the record (the one that holds this sample: pkprof_sample
+	 * or pkprof_offcpu), before its user stack bytes, so that a native sample carries none.
+	 */
+	__u32 py_len;   /* frames that follow the record (at most PKPROF_MAX_PY_FRAMES) */
 	__u32 py_state; /* enum pkprof_py_state */
-	struct pkprof_py_frame py[PKPROF_MAX_PY_FRAMES];
 };
 
-/* A sample and its stack bytes, as built in the scratch buffer and emitted to the ring. */
+/* A sample and its stack bytes, as built in the scratch buffer (its Python frames are built in
+ * `py_scratch`); the ring gets the record, then its Python frames, then its stack bytes. */
 struct pkprof_sample_buf {
 	struct pkprof_sample s;
 	/* One page more than the maximum: each page-sized copy starts below the maximum. */
@@ -550,8 +572,9 @@ struct pkprof_waker {
 /*
  * One off-CPU sample: a thread blocked (switched out in a sleeping state) and ran again. `s` holds
  * the blocked thread's labels and stacks as a cpu-clock sample would (kind PKPROF_EV_OFFCPU,
- * time_ns its switch-in): the kernel stack it blocked in, and its user stack, taken in its own
- * context when the blocking call returns (stack bytes follow this record, s.ustack_bytes_len).
+ * time_ns its switch-in): the kernel stack it blocked in, and its user stack and Python frames,
+ * taken in its own context when the blocking call returns (s.py_len Python frames, then
+ * s.ustack_bytes_len stack bytes follow this record).
  * chain[0] is the waker, chain[i + 1] the waker of chain[i] when chain[i] was woken just before.
  */
 struct pkprof_offcpu {

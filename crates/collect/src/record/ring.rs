@@ -15,16 +15,17 @@ use crate::error::CollectError;
 use crate::loader::Collector;
 use crate::reader::comm_str;
 use crate::skel::types::{
-    pkprof_event_kind as Kind, pkprof_hold as Hold, pkprof_link, pkprof_link_to as LinkTo,
-    pkprof_offcpu, pkprof_py_frame, pkprof_py_frame_flags as PyFrameFlags,
-    pkprof_py_state as PyState, pkprof_sample, pkprof_sample_ctx as Ctx,
-    pkprof_sample_flags as Flags, pkprof_stack_flags as StackFlags, pkprof_waker,
-    pkprof_waker_flags as WakerFlags,
+    pkprof_event_kind as Kind, pkprof_exec, pkprof_hold as Hold, pkprof_link,
+    pkprof_link_to as LinkTo, pkprof_offcpu, pkprof_py_frame,
+    pkprof_py_frame_flags as PyFrameFlags, pkprof_py_frames, pkprof_py_state as PyState,
+    pkprof_sample, pkprof_sample_ctx as Ctx, pkprof_sample_flags as Flags,
+    pkprof_stack_flags as StackFlags, pkprof_waker, pkprof_waker_flags as WakerFlags,
 };
 
 const EV_SAMPLE: u32 = Kind::PKPROF_EV_SAMPLE.0;
 const EV_LINK: u32 = Kind::PKPROF_EV_LINK.0;
 const EV_OFFCPU: u32 = Kind::PKPROF_EV_OFFCPU.0;
+const EV_EXEC: u32 = Kind::PKPROF_EV_EXEC.0;
 const WAKER_WAS_BLOCKED: u32 = WakerFlags::PKPROF_WAKER_WAS_BLOCKED.0;
 const WAKER_KTHREAD: u32 = WakerFlags::PKPROF_WAKER_KTHREAD.0;
 const FLAG_KTHREAD: u32 = Flags::PKPROF_SAMPLE_KTHREAD.0;
@@ -38,6 +39,10 @@ pub enum RecordEvent {
     Sample(SampleEvent),
     Link(LinkEvent),
     OffCpu(Box<OffCpuEvent>),
+    /// A process looked at before ran a new image (execve): look at it again.
+    Exec {
+        pid: u32,
+    },
 }
 
 /// One u64 for a hold key (kind, value): the kind in the top byte. Values are kernel addresses
@@ -64,9 +69,15 @@ fn served(pid: u32, tid: u32, cgroup_id: u64, flags: u32, comm: &[i8]) -> Served
 }
 
 const PY_FRAME_ENTRY: u32 = PyFrameFlags::PKPROF_PY_FRAME_ENTRY.0;
+/// Frames a walk keeps (PKPROF_MAX_PY_FRAMES: the length of `struct pkprof_py_frames`).
+const MAX_PY_FRAMES: u32 = (size_of::<pkprof_py_frames>() / size_of::<pkprof_py_frame>()) as u32;
 
-/// The Python frames the sampling program filled (`len` of them) and how its walk went.
-fn python(frames: &[pkprof_py_frame], len: u32, state: u32) -> (Vec<PyRawFrame>, PyWalk) {
+const PY_FRAME_BYTES: usize = size_of::<pkprof_py_frame>();
+
+/// The `len` Python frames at the start of `after` (the bytes that follow a record) and how the
+/// walk went; None when fewer bytes follow than `len` frames take, or more frames are claimed
+/// than a walk keeps.
+fn python(after: &[u8], len: u32, state: u32) -> Option<(Vec<PyRawFrame>, PyWalk)> {
     let walk = match PyState(state) {
         PyState::PKPROF_PY_OK => PyWalk::Complete,
         PyState::PKPROF_PY_NO_THREAD => PyWalk::NoThread,
@@ -74,19 +85,27 @@ fn python(frames: &[pkprof_py_frame], len: u32, state: u32) -> (Vec<PyRawFrame>,
         PyState::PKPROF_PY_DEPTH => PyWalk::DepthLimit,
         _ => PyWalk::None,
     };
-    let n = (len as usize).min(frames.len());
-    let frames = frames[..n]
-        .iter()
-        .map(|f| PyRawFrame {
-            code: f.code,
-            instr: f.instr,
-            entry: f.flags & PY_FRAME_ENTRY != 0,
+    if len > MAX_PY_FRAMES {
+        return None;
+    }
+    let bytes = after.get(..len as usize * PY_FRAME_BYTES)?;
+    let frames = bytes
+        .chunks_exact(PY_FRAME_BYTES)
+        .map(|b| {
+            // The frames follow an 8-aligned record of a multiple of 8 bytes: aligned.
+            let f = plain::from_bytes::<pkprof_py_frame>(b).ok()?;
+            Some(PyRawFrame {
+                code: f.code,
+                instr: f.instr,
+                entry: f.flags & PY_FRAME_ENTRY != 0,
+            })
         })
-        .collect();
-    (frames, walk)
+        .collect::<Option<Vec<_>>>()?;
+    Some((frames, walk))
 }
 
-/// A sample record's fields; `after`: the bytes that follow the record (its user stack's).
+/// A sample record's fields; `after`: the bytes that follow the record (its Python frames, then
+/// its user stack's bytes).
 fn sample(s: &pkprof_sample, after: &[u8]) -> Option<SampleEvent> {
     let context = context(s.ctx, s.vec);
     let hold = if s.hold_kind == Hold::PKPROF_HOLD_NONE {
@@ -96,7 +115,8 @@ fn sample(s: &pkprof_sample, after: &[u8]) -> Option<SampleEvent> {
     };
     let served =
         (hold == 0 && s.pid != 0).then(|| served(s.pid, s.tid, s.cgroup_id, s.flags, &s.comm));
-    let (python, python_walk) = python(&s.py, s.py_len, s.py_state);
+    let (python, python_walk) = python(after, s.py_len, s.py_state)?;
+    let after = &after[python.len() * PY_FRAME_BYTES..];
     Some(SampleEvent {
         cpu: s.cpu,
         time_ns: s.time_ns,
@@ -172,6 +192,10 @@ pub fn decode(bytes: &[u8]) -> Option<RecordEvent> {
                 waker_kstack: stack(&o.waker_kstack, o.waker_kstack_len),
                 waker_ustack: stack(&o.waker_ustack, o.waker_ustack_len),
             })))
+        }
+        EV_EXEC => {
+            let e = plain::from_bytes::<pkprof_exec>(bytes).ok()?;
+            Some(RecordEvent::Exec { pid: e.pid })
         }
         EV_LINK => {
             let l = plain::from_bytes::<pkprof_link>(bytes).ok()?;
@@ -346,18 +370,39 @@ mod tests {
         );
     }
 
-    #[test]
-    fn python_frames_are_decoded_up_to_their_count_with_entry_marks() {
-        let (mut buf, len) = sample_record(0);
-        let s = plain::from_mut_bytes::<pkprof_sample>(&mut bytes_mut(&mut buf)[..SAMPLE]).unwrap();
-        s.py[0].code = 0x7f00_1000;
-        s.py[0].instr = 0x7f00_1040;
-        s.py[1].code = 0x7f00_2000;
-        s.py[1].instr = 0x7f00_2010;
-        s.py[1].flags = PY_FRAME_ENTRY;
-        s.py[2].code = 0xdead; // beyond py_len: not a frame
-        s.py_len = 2;
+    /// A sample record followed by `frames` Python frames (code, instr, flags), then 8 bytes
+    /// of user stack (0x00..0x07).
+    fn python_record(frames: &[(u64, u64, u32)], py_len: u32) -> (Vec<u64>, usize) {
+        const F: usize = size_of::<pkprof_py_frame>();
+        let len = SAMPLE + frames.len() * F + 8;
+        let mut buf = buffer(len);
+        let (record, _) = sample_record(0);
+        let raw = bytes_mut(&mut buf);
+        raw[..SAMPLE].copy_from_slice(bytes(&record, SAMPLE));
+        for (i, &(code, instr, flags)) in frames.iter().enumerate() {
+            let at = SAMPLE + i * F;
+            let f = plain::from_mut_bytes::<pkprof_py_frame>(&mut raw[at..at + F]).unwrap();
+            f.code = code;
+            f.instr = instr;
+            f.flags = flags;
+        }
+        for (i, b) in raw[len - 8..len].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let s = plain::from_mut_bytes::<pkprof_sample>(&mut raw[..SAMPLE]).unwrap();
+        s.py_len = py_len;
         s.py_state = PyState::PKPROF_PY_DEPTH.0;
+        s.ustack_bytes_len = 8;
+        (buf, len)
+    }
+
+    #[test]
+    fn python_frames_follow_the_record_before_its_stack_bytes() {
+        let frames = [
+            (0x7f00_1000, 0x7f00_1040, 0),
+            (0x7f00_2000, 0x7f00_2010, PY_FRAME_ENTRY),
+        ];
+        let (buf, len) = python_record(&frames, 2);
         let Some(RecordEvent::Sample(s)) = decode(bytes(&buf, len)) else {
             panic!("not decoded as a sample");
         };
@@ -377,6 +422,19 @@ mod tests {
                 },
             ]
         );
+        // The stack bytes start after the frames, not after the record.
+        assert_eq!(s.ustack_bytes, (0..8).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn python_frames_claimed_beyond_the_record_are_not_decoded() {
+        // Two frames present, three claimed: the stack bytes would be read as a frame.
+        let frames = [(0x10, 0x20, 0), (0x30, 0x40, 0)];
+        let (buf, len) = python_record(&frames, 3);
+        assert_eq!(decode(bytes(&buf, len)), None);
+        // More than a walk keeps, whatever follows: refused before any allocation.
+        let (buf, len) = python_record(&frames, u32::MAX);
+        assert_eq!(decode(bytes(&buf, len)), None);
     }
 
     #[test]
@@ -472,6 +530,21 @@ mod tests {
         let mut link = buffer(size_of::<pkprof_link>());
         bytes_mut(&mut link)[..4].copy_from_slice(&EV_LINK.to_ne_bytes());
         assert_eq!(decode(bytes(&link, size_of::<pkprof_link>() - 1)), None);
+    }
+
+    #[test]
+    fn decodes_an_exec() {
+        let mut buf = buffer(size_of::<pkprof_exec>());
+        let e = plain::from_mut_bytes::<pkprof_exec>(bytes_mut(&mut buf)).unwrap();
+        e.kind = Kind::PKPROF_EV_EXEC;
+        e.pid = 4242;
+        e.time_ns = 7;
+        let len = size_of::<pkprof_exec>();
+        assert_eq!(
+            decode(bytes(&buf, len)),
+            Some(RecordEvent::Exec { pid: 4242 })
+        );
+        assert_eq!(decode(bytes(&buf, len - 1)), None);
     }
 
     #[test]

@@ -147,7 +147,6 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct pkprof_offcpu_buf *buf;
 	struct pkprof_offcpu *p;
-	__u64 len;
 
 	t->state = OFF_NONE;
 	p = bpf_task_storage_get(&offcpu_pending, cur, NULL, 0);
@@ -162,6 +161,8 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
 	buf->o.s.user_ip = 0;
 	buf->o.s.user_sp = 0;
 	buf->o.s.user_bp = 0;
+	buf->o.s.py_len = 0;
+	buf->o.s.py_state = PKPROF_PY_NONE;
 	if (regs) {
 		__u64 uip = BPF_CORE_READ(regs, ip), usp = BPF_CORE_READ(regs, sp),
 		      ubp = BPF_CORE_READ(regs, bp);
@@ -174,17 +175,18 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
 				copy_user_stack(buf->stack, usp, stack_bytes, &buf->o.s.stack_flags);
 		buf->o.s.ustack_len = walk_user_stack(buf->o.s.ustack, buf->stack, buf->o.s.ustack_bytes_len,
 						      uip, ubp, usp, &buf->o.s.stack_flags);
+		/* Its Python frames too: it has not run since it blocked (docs/design.md, "Python
+		 * frames"). */
+		py_walk_sample(&buf->o.s, py_slot(PY_SLOT_OFFCPU), cur->tgid, cur->pid);
 	} else if (n) {
 		n->exited_pending++;
 	}
-	len = sizeof(buf->o) + (buf->o.s.ustack_bytes_len & (2 * PKPROF_MAX_STACK_BYTES - 1));
-	if (len > sizeof(*buf))
-		len = sizeof(*buf);
 	{
 		__u32 owner = buf->o.s.cur_pid;
 		bool urgent = buf->o.s.ustack_len > 0 && !bpf_map_lookup_elem(&captured, &owner);
 
-		if (bpf_ringbuf_output(&events, buf, len, submit_flags(urgent))) {
+		if (py_emit(&buf->o, sizeof(buf->o), &buf->o.s, py_slot(PY_SLOT_OFFCPU), buf->stack,
+			    submit_flags(urgent))) {
 			if (n)
 				n->ring_full++;
 		} else if (n) {
@@ -380,7 +382,7 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	p->s.flags = 0;
 	p->s.build_ns = 0;
 	p->s.ctx = PKPROF_SCTX_KERNEL;
-	p->s.py_len = 0; /* no Python walk for off-CPU samples yet */
+	p->s.py_len = 0; /* its Python frames: with its user stack (offcpu_emit) */
 	p->s.py_state = PKPROF_PY_NONE;
 	label_thread(&p->s, next->pid);
 	if (!p->s.pid) {

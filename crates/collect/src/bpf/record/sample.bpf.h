@@ -151,17 +151,14 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 			s->ustack_bytes_len = copy_user_stack(buf->stack, usp, stack_bytes, &s->stack_flags);
 		s->ustack_len = walk_user_stack(s->ustack, buf->stack, s->ustack_bytes_len, uip, ubp, usp,
 						&s->stack_flags);
-		py_walk_sample(cpu, cur->tgid, cur->pid);
+		py_walk_sample(s, py_slot(PY_SLOT_SAMPLE), cur->tgid, cur->pid);
 	}
 	{
 		__u32 owner = s->cur_pid;
 		bool urgent = s->ustack_len > 0 && !bpf_map_lookup_elem(&captured, &owner);
-		__u64 len = sizeof(*s) + (s->ustack_bytes_len & (2 * PKPROF_MAX_STACK_BYTES - 1));
 
-		if (len > sizeof(*buf))
-			len = sizeof(*buf);
 		s->build_ns = bpf_ktime_get_ns() - s->time_ns;
-		if (bpf_ringbuf_output(&events, buf, len, submit_flags(urgent)))
+		if (py_emit(s, sizeof(*s), s, py_slot(PY_SLOT_SAMPLE), buf->stack, submit_flags(urgent)))
 			c->lost.sample_ring_full++;
 	}
 	return 0;

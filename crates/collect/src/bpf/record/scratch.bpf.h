@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * pkprof record: the per-CPU buffer a sample is built in (sample.bpf.h), shared with the Python
- * frame walk that fills part of it (python.bpf.h).
+ * pkprof record: the per-CPU buffer a sample is built in (sample.bpf.h); its Python frames are
+ * built apart, in `py_scratch` (python.bpf.h).
  */
 #ifndef PKPROF_RECORD_SCRATCH_BPF_H
 #define PKPROF_RECORD_SCRATCH_BPF_H
