@@ -10,8 +10,11 @@
  * length and blocks of a period or more are always taken, exactly (period 0: every block). Only
  * chosen blocks pay for stacks: the waker's at its wakeup (in its context), the blocked thread's
  * kernel stack at its switch-in (bpf_get_task_stack: it is unchanged while the thread sleeps),
- * and its user stack in its own context when the blocking call returns (sys_exit: the user
- * registers and stack are still those it blocked with), or when it blocks again first.
+ * and its user stack in its own context when the blocking call returns (the user registers and
+ * stack are still those it blocked with), or when it blocks again first. "When the call returns"
+ * is a task work queued for the chosen thread alone at its switch-in (bpf_task_work_schedule_resume,
+ * Linux >= 6.18: it runs as the thread returns to user mode), so that nothing runs at the other
+ * syscall exits of the system; on older kernels a sys_exit program takes its place.
  */
 #ifndef PKPROF_RECORD_OFFCPU_BPF_H
 #define PKPROF_RECORD_OFFCPU_BPF_H
@@ -30,6 +33,15 @@ const volatile bool off_cpu_all = false;
 const volatile __u64 off_cpu_period_ns = PKPROF_DEFAULT_OFFCPU_PERIOD_US * 1000ULL;
 /* Wake-chain entries kept (1..PKPROF_MAX_WAKE_CHAIN). */
 const volatile __u32 wake_chain_depth = PKPROF_DEFAULT_WAKE_CHAIN;
+/* Set by the loader when the kernel has bpf_task_work_schedule_resume (else: on_offcpu_sys_exit). */
+const volatile bool offcpu_task_work = false;
+
+/* Linux >= 6.18; weak: unresolved (and never reached, offcpu_task_work false) on older kernels. */
+extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
+					      void *map__map, int (*callback)(struct bpf_map *, void *, void *),
+					      void *aux__prog) __weak __ksym;
+extern void bpf_preempt_disable(void) __weak __ksym;
+extern void bpf_preempt_enable(void) __weak __ksym;
 
 struct pkprof_offcpu_stats pkprof_offcpu_stats_btf_anchor SEC(".data.btf_anchor");
 struct pkprof_offcpu pkprof_offcpu_btf_anchor SEC(".data.btf_anchor");
@@ -88,6 +100,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct pkprof_offcpu_stats);
 } offcpu_stats SEC(".maps");
+
+/* The task work of a thread whose chosen sample waits for its user stack (key: tid; an entry per
+ * thread that ever had one, deleted when it exits; sized by the loader). */
+struct offcpu_work {
+	struct bpf_task_work tw;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_work);
+} offcpu_works SEC(".maps");
 
 /*
  * The thread switched in on this CPU with a sample waiting for its user stack (0: none), so that
@@ -191,6 +217,52 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
 			n->emitted++;
 		}
 	}
+}
+
+/*
+ * The task work of a chosen thread (offcpu_works): it runs in the thread's own context as the
+ * thread returns to user mode from the call it blocked in (before any signal frame is set up), so
+ * its user registers and stack are those it blocked with. Preemption is off while the per-CPU
+ * scratch is in use: a task work may be preempted, and a switch on this CPU may use the scratch.
+ */
+static int offcpu_work_done(struct bpf_map *map, void *key, void *value)
+{
+	struct task_struct *cur;
+	struct offcpu_task *t;
+
+	bpf_preempt_disable();
+	cur = bpf_get_current_task_btf();
+	t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
+	if (t && t->state == OFF_PENDING)
+		offcpu_emit(cur, t, (struct pt_regs *)bpf_task_pt_regs(cur));
+	bpf_preempt_enable();
+	return 0;
+}
+
+#ifndef EBUSY
+#define EBUSY 16
+#endif
+
+/*
+ * Queues the task work that takes task's user stack when it returns to user mode. A work still
+ * queued (-EBUSY: the thread blocked again in the same call, its first sample written at that
+ * switch-out) serves the new sample as well.
+ */
+static __always_inline bool offcpu_queue_work(struct task_struct *task)
+{
+	struct offcpu_work *w, empty = {};
+	__u32 tid = task->pid;
+	long err;
+
+	w = bpf_map_lookup_elem(&offcpu_works, &tid);
+	if (!w) {
+		bpf_map_update_elem(&offcpu_works, &tid, &empty, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&offcpu_works, &tid);
+		if (!w)
+			return false;
+	}
+	err = bpf_task_work_schedule_resume_impl(task, &w->tw, &offcpu_works, offcpu_work_done, NULL);
+	return !err || err == -EBUSY;
 }
 
 /* Fills the identity of the waker running now on this CPU (c: its registers). */
@@ -320,7 +392,7 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 			n->no_storage++;
 		}
 	}
-	{
+	if (!offcpu_task_work) {
 		__u32 zero = 0, *armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
 
 		if (armed)
@@ -396,7 +468,14 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	p->s.kstack_len = bpf_get_task_stack(next, p->s.kstack, sizeof(p->s.kstack), 0);
 	p->s.ustack_len = 0;
 	p->s.ustack_bytes_len = 0;
-	if (t->in_syscall) {
+	if (t->in_syscall && offcpu_task_work) {
+		t->state = OFF_PENDING; /* the user stack, at its return (offcpu_work_done) */
+		if (!offcpu_queue_work(next)) {
+			t->state = OFF_NONE; /* no task work could be had: the sample is lost */
+			if (n)
+				n->no_storage++;
+		}
+	} else if (t->in_syscall) {
 		__u32 zero = 0, *armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
 
 		t->state = OFF_PENDING; /* the user stack, at its return (offcpu_sys_exit) */
@@ -438,7 +517,8 @@ static __always_inline void offcpu_sys_exit(struct pt_regs *regs)
 		offcpu_emit(cur, t, regs);
 }
 
-/* The current thread exits: a pending sample is written without its user stack. */
+/* The current thread exits: a pending sample is written without its user stack, and its task
+ * work entry goes (which cancels a work still queued). */
 static __always_inline void offcpu_exit(void)
 {
 	struct task_struct *cur;
@@ -450,6 +530,11 @@ static __always_inline void offcpu_exit(void)
 	t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
 	if (t && t->state == OFF_PENDING)
 		offcpu_emit(cur, t, NULL);
+	if (offcpu_task_work) {
+		__u32 tid = cur->pid;
+
+		bpf_map_delete_elem(&offcpu_works, &tid);
+	}
 }
 
 SEC("tp_btf/sys_exit")
