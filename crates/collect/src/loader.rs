@@ -200,6 +200,7 @@ impl Collector {
                         ro.off_cpu_period_ns = off.period_ns;
                         ro.wake_chain_depth = off.wake_chain;
                         ro.offcpu_task_work = task_work;
+                        ro.off_cpu_max_rate = off.max_rate;
                     }
                 }
             }

@@ -7,7 +7,11 @@
  *
  * Sampling by time: a block of d ns is chosen with probability min(1, d / period) and then weighs
  * max(d, period) (scaled to the whole off time), so the expected weight of every block is its
- * length and blocks of a period or more are always taken, exactly (period 0: every block). Only
+ * length and blocks of a period or more are always taken, exactly (period 0: every block). The
+ * period is per CPU and doubles whenever a CPU has chosen off_cpu_max_rate / 10 samples within
+ * 100 ms (halving back towards the set period in quieter slots), so that a load with hundreds of
+ * threads blocked at once costs a bounded rate of samples; each block keeps the period it was
+ * chosen at for its weight, which stays unbiased. Only
  * chosen blocks pay for stacks: the waker's at its wakeup (in its context), the blocked thread's
  * kernel stack at its switch-in (bpf_get_task_stack: it is unchanged while the thread sleeps),
  * and its user stack in its own context when the blocking call returns (the user registers and
@@ -33,6 +37,8 @@ const volatile bool off_cpu_all = false;
 const volatile __u64 off_cpu_period_ns = PKPROF_DEFAULT_OFFCPU_PERIOD_US * 1000ULL;
 /* Wake-chain entries kept (1..PKPROF_MAX_WAKE_CHAIN). */
 const volatile __u32 wake_chain_depth = PKPROF_DEFAULT_WAKE_CHAIN;
+/* Chosen samples a second per CPU before its period is raised (0: never raised). */
+const volatile __u32 off_cpu_max_rate = PKPROF_DEFAULT_OFFCPU_MAX_RATE;
 /* Set by the loader when the kernel has bpf_task_work_schedule_resume (else: on_offcpu_sys_exit). */
 const volatile bool offcpu_task_work = false;
 
@@ -62,6 +68,7 @@ struct offcpu_task {
 	__u64 off_ns;
 	__u64 woken_ns;
 	__u64 blocked_ns;
+	__u64 period_ns; /* the sampling period the block was chosen at */
 	__u32 reason;
 	__u32 state;
 	__u32 in_syscall;
@@ -128,6 +135,24 @@ struct {
 	__type(value, __u32);
 } offcpu_armed SEC(".maps");
 
+/* A CPU's sampling period and the samples it chose in the current 100 ms slot. */
+struct offcpu_rate {
+	__u64 slot_ns;
+	__u64 period_ns;
+	__u64 chosen;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_rate);
+} offcpu_rates SEC(".maps");
+
+#define OFFCPU_SLOT_NS (100 * 1000 * 1000ULL)
+/* The highest a period is raised to: about 1100 s. */
+#define OFFCPU_MAX_PERIOD_NS (1ULL << 40)
+
 static __always_inline struct pkprof_offcpu_stats *offcpu_counts(void)
 {
 	__u32 zero = 0;
@@ -143,23 +168,55 @@ static __always_inline bool offcpu_sampled(struct task_struct *t)
 	return off_cpu_all || target_flag(t->tgid);
 }
 
-/* Chooses a block of d ns: probability min(1, d / period). */
-static __always_inline bool offcpu_choose(__u64 d)
+/*
+ * Chooses a block of d ns: probability min(1, d / period), with this CPU's period at `now`
+ * (stored in *period for the weight). A choice counts towards the CPU's rate: at
+ * off_cpu_max_rate / 10 choices in a 100 ms slot the period doubles (and the count restarts);
+ * a slot ending with under a quarter of that halves it, down to the set period.
+ */
+static __always_inline bool offcpu_choose(__u64 d, __u64 now, __u64 *period)
 {
-	if (!off_cpu_period_ns || d >= off_cpu_period_ns)
-		return true;
-	return (bpf_get_prandom_u32() % off_cpu_period_ns) < d;
+	__u64 budget = off_cpu_max_rate / 10, p = off_cpu_period_ns;
+	struct offcpu_rate *r = NULL;
+	__u32 zero = 0;
+
+	if (p && budget)
+		r = bpf_map_lookup_elem(&offcpu_rates, &zero);
+	if (r) {
+		if (r->period_ns < p)
+			r->period_ns = p;
+		if (now - r->slot_ns >= OFFCPU_SLOT_NS) {
+			if (r->chosen < budget / 4 && r->period_ns > p)
+				r->period_ns /= 2;
+			r->slot_ns = now;
+			r->chosen = 0;
+		}
+		p = r->period_ns;
+	}
+	*period = p;
+	if (p && d < p &&
+	    ((((__u64)bpf_get_prandom_u32() << 32) | bpf_get_prandom_u32()) % p) >= d)
+		return false;
+	if (r && ++r->chosen >= budget && r->period_ns < OFFCPU_MAX_PERIOD_NS) {
+		struct pkprof_offcpu_stats *n = offcpu_counts();
+
+		r->period_ns *= 2;
+		r->chosen = 0;
+		if (n)
+			n->period_raised++;
+	}
+	return true;
 }
 
-/* The weight of a chosen block off for `off` ns, chosen on `chosen_on` ns of it. */
-static __always_inline __u64 offcpu_weight(__u64 off, __u64 chosen_on)
+/* The weight of a chosen block off for `off` ns, chosen on `chosen_on` ns of it at `period`. */
+static __always_inline __u64 offcpu_weight(__u64 off, __u64 chosen_on, __u64 period)
 {
-	if (!off_cpu_period_ns || chosen_on >= off_cpu_period_ns)
+	if (!period || chosen_on >= period)
 		return off;
 	if (!chosen_on)
 		chosen_on = 1;
-	/* off * period / chosen_on, without overflow for any off below ~5 hours */
-	return off / chosen_on * off_cpu_period_ns + (off % chosen_on) * off_cpu_period_ns / chosen_on;
+	/* off * period / chosen_on, without overflow while off / chosen_on * period fits */
+	return off / chosen_on * period + (off % chosen_on) * period / chosen_on;
 }
 
 /*
@@ -335,7 +392,7 @@ static __always_inline void offcpu_waking(void *ctx, struct task_struct *p)
 		}
 	}
 	t->nr_chain = n;
-	if (!offcpu_sampled(p) || !offcpu_choose(t->blocked_ns))
+	if (!offcpu_sampled(p) || !offcpu_choose(t->blocked_ns, now, &t->period_ns))
 		return;
 	pend = bpf_task_storage_get(&offcpu_pending, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!pend) {
@@ -409,7 +466,7 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	if (!offcpu_sampled(next))
 		return;
 	if (!chosen) {
-		if (t->woken_ns || !offcpu_choose(off))
+		if (t->woken_ns || !offcpu_choose(off, now, &t->period_ns))
 			return; /* not chosen at its wakeup, or no wakeup seen and not chosen now */
 		p = bpf_task_storage_get(&offcpu_pending, next, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!p) {
@@ -431,7 +488,7 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	p->off_ns = t->off_ns;
 	p->offcpu_ns = off;
 	p->blocked_ns = t->woken_ns ? t->blocked_ns : 0;
-	p->weight_ns = offcpu_weight(off, t->woken_ns ? t->blocked_ns : off);
+	p->weight_ns = offcpu_weight(off, t->woken_ns ? t->blocked_ns : off, t->period_ns);
 	p->reason = t->reason;
 	if (chosen) {
 		p->nr_chain = t->nr_chain;
