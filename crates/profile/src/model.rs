@@ -524,6 +524,8 @@ pub struct OffCpuCounts {
     pub chain_truncated: u64,
     /// Doublings of a CPU's sampling period at the rate cap.
     pub period_raised: u64,
+    /// Run time of the task works that took user stacks (not in the BPF programs' stats).
+    pub task_work_ns: u64,
 }
 
 /// One entry of a wake chain: who woke the thread (entry 0) or woke the entry before.

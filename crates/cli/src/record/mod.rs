@@ -246,6 +246,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             exited_pending: n.exited_pending,
             chain_truncated: n.chain_truncated,
             period_raised: n.period_raised,
+            task_work_ns: n.task_work_ns,
         },
         groups: Vec::new(),
     });

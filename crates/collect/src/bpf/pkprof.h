@@ -569,6 +569,8 @@ struct pkprof_offcpu_stats {
 				* (written without it) */
 	__u64 chain_truncated; /* wake chains cut at the depth limit */
 	__u64 period_raised;   /* doublings of a CPU's sampling period at the rate cap */
+	__u64 task_work_ns;    /* run time of the task works that took user stacks (BPF stats
+				* do not see them: they are not a program's runs) */
 };
 
 /* Key of `func_counts` (record --count FUNC@BINARY): probe index (attach cookie) and process. */

@@ -94,6 +94,8 @@ pub struct OffCpuCounts {
     pub chain_truncated: u64,
     /// Doublings of a CPU's sampling period at the rate cap (`OffCpuConfig::max_rate`).
     pub period_raised: u64,
+    /// Run time of the task works that took user stacks (BPF stats do not count them).
+    pub task_work_ns: u64,
 }
 
 /// `--count FUNC@BINARY`.
@@ -256,6 +258,7 @@ impl Collector {
             n.exited_pending += s.exited_pending;
             n.chain_truncated += s.chain_truncated;
             n.period_raised += s.period_raised;
+            n.task_work_ns += s.task_work_ns;
         }
         Ok(n)
     }

@@ -349,6 +349,7 @@ fn off_cpu(o: proto::OffCpu, stacks: usize, strings: &Strings) -> Result<OffCpu,
             exited_pending: o.exited_pending,
             chain_truncated: o.chain_truncated,
             period_raised: o.period_raised,
+            task_work_ns: o.task_work_ns,
         },
         groups,
     })

@@ -302,6 +302,7 @@ fn off_cpu<'a>(o: &'a OffCpu, strings: &mut Strings<'a>) -> proto::OffCpu {
         groups,
         max_rate: o.max_rate,
         period_raised: c.period_raised,
+        task_work_ns: c.task_work_ns,
     }
 }
 

@@ -406,6 +406,7 @@ fn with_off_cpu() -> Profile {
                 exited_pending: 4,
                 chain_truncated: 5,
                 period_raised: 6,
+                task_work_ns: 7,
             },
             groups: vec![
                 OffCpuGroup {

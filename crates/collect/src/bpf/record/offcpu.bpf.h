@@ -284,6 +284,8 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
  */
 static int offcpu_work_done(struct bpf_map *map, void *key, void *value)
 {
+	__u64 start = bpf_ktime_get_ns();
+	struct pkprof_offcpu_stats *n;
 	struct task_struct *cur;
 	struct offcpu_task *t;
 
@@ -292,6 +294,9 @@ static int offcpu_work_done(struct bpf_map *map, void *key, void *value)
 	t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
 	if (t && t->state == OFF_PENDING)
 		offcpu_emit(cur, t, (struct pt_regs *)bpf_task_pt_regs(cur));
+	n = offcpu_counts();
+	if (n)
+		n->task_work_ns += bpf_ktime_get_ns() - start;
 	bpf_preempt_enable();
 	return 0;
 }
