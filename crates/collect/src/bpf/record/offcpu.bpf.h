@@ -9,7 +9,7 @@
  * max(d, period) (scaled to the whole off time), so the expected weight of every block is its
  * length and blocks of a period or more are always taken, exactly (period 0: every block). The
  * period is per CPU and doubles whenever a CPU has chosen off_cpu_max_rate / 10 samples within
- * 100 ms (halving back towards the set period in quieter slots), so that a load with hundreds of
+ * 100 ms (halving back towards the set period in slots under half that), so that a load with hundreds of
  * threads blocked at once costs a bounded rate of samples; each block keeps the period it was
  * chosen at for its weight, which stays unbiased. Only
  * chosen blocks pay for stacks: the waker's at its wakeup (in its context), the blocked thread's
@@ -172,7 +172,8 @@ static __always_inline bool offcpu_sampled(struct task_struct *t)
  * Chooses a block of d ns: probability min(1, d / period), with this CPU's period at `now`
  * (stored in *period for the weight). A choice counts towards the CPU's rate: at
  * off_cpu_max_rate / 10 choices in a 100 ms slot the period doubles (and the count restarts);
- * a slot ending with under a quarter of that halves it, down to the set period.
+ * a slot ending with under half of that halves it, down to the set period (so the rate settles
+ * between half the cap and the cap).
  */
 static __always_inline bool offcpu_choose(__u64 d, __u64 now, __u64 *period)
 {
@@ -186,7 +187,7 @@ static __always_inline bool offcpu_choose(__u64 d, __u64 now, __u64 *period)
 		if (r->period_ns < p)
 			r->period_ns = p;
 		if (now - r->slot_ns >= OFFCPU_SLOT_NS) {
-			if (r->chosen < budget / 4 && r->period_ns > p)
+			if (r->chosen < budget / 2 && r->period_ns > p)
 				r->period_ns /= 2;
 			r->slot_ns = now;
 			r->chosen = 0;
