@@ -432,7 +432,9 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 
 	if (!off_cpu)
 		return;
-	if (prev->pid) {
+	/* A preempted thread with a sample waiting keeps it for its task work (the sys_exit
+	 * fallback writes it now: the per-CPU arming does not follow the thread). */
+	if (prev->pid && (state || !offcpu_task_work)) {
 		t = bpf_task_storage_get(&offcpu_tasks, prev, NULL,
 					 state ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 		if (t && t->state == OFF_PENDING)
