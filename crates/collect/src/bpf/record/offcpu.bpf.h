@@ -195,9 +195,14 @@ static __always_inline bool offcpu_choose(__u64 d, __u64 now, __u64 *period)
 		p = r->period_ns;
 	}
 	*period = p;
-	if (p && d < p &&
-	    ((((__u64)bpf_get_prandom_u32() << 32) | bpf_get_prandom_u32()) % p) >= d)
-		return false;
+	if (p && d < p) {
+		__u64 x = bpf_get_prandom_u32();
+
+		if (p >> 32) /* a raised period beyond 32 bits: 64 random bits */
+			x = (x << 32) | bpf_get_prandom_u32();
+		if (x % p >= d)
+			return false;
+	}
 	if (r && ++r->chosen >= budget && r->period_ns < OFFCPU_MAX_PERIOD_NS) {
 		struct pkprof_offcpu_stats *n = offcpu_counts();
 
@@ -340,7 +345,9 @@ static __always_inline void offcpu_waker(struct pkprof_cpu *c, struct task_struc
 	w->flags = (cur->flags & PF_KTHREAD) ? PKPROF_WAKER_KTHREAD : 0;
 	w->reason = 0;
 	w->blocked_ns = 0;
-	bpf_probe_read_kernel_str(w->comm, sizeof(w->comm), cur->comm);
+	/* The kernel keeps comm NUL-terminated: a plain copy (cheaper than the _str helper, and
+	 * this runs at every wakeup of a blocked thread). */
+	bpf_probe_read_kernel(w->comm, sizeof(w->comm), cur->comm);
 	if (c && depth && c->ctx[i] != PKPROF_CTX_TASK) {
 		w->ctx = c->ctx[i] == PKPROF_CTX_SOFTIRQ ? PKPROF_SCTX_SOFTIRQ : PKPROF_SCTX_HARDIRQ;
 		w->vec = c->vec[i];
