@@ -7,7 +7,8 @@
 # recording without off-CPU samples), and the goal is P - Q <= (O - B) / 2. Printed: medians of the
 # per-round differences (seconds of the load's own "Total time") and their ratio. Less noisy on
 # a shared machine: what each tracer itself spent during the load, its BPF programs' run time
-# (kernel BPF stats, turned on for the bench) plus its process's CPU time (utime + stime), the
+# (kernel BPF stats, turned on for the bench; for P plus the run time of its task works, which the
+# stats do not see) plus its process's CPU time (utime + stime), the
 # same differences and ratio of those. And pkprof's off-CPU counts of its last P run.
 #
 # Usage: bash bench/offcpu.sh [ROUNDS]     (default 8; run as root; needs perf and offcputime)
@@ -79,6 +80,13 @@ measure() {
   if [ -n "$TRACER" ]; then s1=$(spent_ns "$TRACER"); kill -INT "$TRACER"; wait "$TRACER" || true; fi
   printf '%s\t%s\t%s\n' "$mode" "$ROUND" "$value" >>"$RAW"
   read -r b0 c0 <<<"$s0"; read -r b1 c1 <<<"$s1"
+  # --off-cpu's task works (they take the blocked threads' user stacks) are BPF code that the
+  # programs' stats do not see: the summary reports their run time (the whole recording's, which
+  # starts with the load and ends soon after it), added to the BPF part.
+  if [ "$mode" = P ]; then
+    tw=$(sed -n 's/.*task works \([0-9.]*\) ms.*/\1/p' "$OUT/offcpu-summary-P.txt")
+    b1=$((b1 + $(python3 -c 'import sys; print(int(float(sys.argv[1] or 0) * 1e6))' "${tw:-0}")))
+  fi
   printf 'spent_%s\t%s\t%s\n' "$mode" "$ROUND" "$(((b1 - b0 + c1 - c0) / 1000))" >>"$RAW"
   printf 'bpf_%s\t%s\t%s\n' "$mode" "$ROUND" "$(((b1 - b0) / 1000))" >>"$RAW"
   sleep 0.5

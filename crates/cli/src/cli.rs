@@ -452,6 +452,11 @@ pub struct RecordArgs {
     /// stands for the period; blocks of a period or more are all taken (0: every block).
     #[arg(long, value_name = "US", default_value_t = pkprof_collect::record::DEFAULT_OFFCPU_PERIOD_US, requires = "off_cpu")]
     off_cpu_period: u32,
+    /// Off-CPU samples a second per CPU at most, about: a CPU that chooses more doubles its
+    /// period for the next ones (each sample weighs by the period it was taken at) and halves
+    /// it back when quieter (0: no cap).
+    #[arg(long, value_name = "N", default_value_t = pkprof_collect::record::DEFAULT_OFFCPU_MAX_RATE, requires = "off_cpu")]
+    off_cpu_max_rate: u32,
     /// Wakers kept per off-CPU sample: who woke it, who woke that one just before, ...
     #[arg(long, value_name = "N", default_value_t = pkprof_collect::record::DEFAULT_WAKE_CHAIN, value_parser = clap::value_parser!(u32).range(1..=pkprof_collect::record::MAX_WAKE_CHAIN as i64), requires = "off_cpu")]
     wake_chain: u32,
@@ -515,6 +520,7 @@ impl RecordArgs {
             period_ns: u64::from(self.off_cpu_period) * 1000,
             wake_chain: self.wake_chain,
             all: matches!(target, Target::System | Target::Cgroup(_)),
+            max_rate: self.off_cpu_max_rate,
         });
         RecordOptions {
             off_cpu,

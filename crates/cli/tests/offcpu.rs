@@ -5,7 +5,8 @@
 //! nanosleep, a pipe read and a futex, from four distinct user functions), attached before its
 //! start gate; the blocked time each reports per stack (the user function a stack blocked from)
 //! must agree within 5%. The wake chain (the pipe reader woken by the writer, which a timer woke)
-//! is checked against what the workload does.
+//! is checked against what the workload does. The rate cap on off-CPU samples is checked against
+//! a workload's own clock around its many short blocks (tests/workloads/offcpu_short.c).
 
 mod common;
 
@@ -232,4 +233,109 @@ fn blocked_time_per_stack_agrees_with_offcputime() {
             "{l}"
         );
     }
+}
+
+/// The number after `label` in `text` (`label` ends where the number starts).
+fn number_after(text: &str, label: &str) -> Option<f64> {
+    let rest = &text[text.find(label)? + label.len()..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// The rate cap (`--off-cpu-max-rate`, default 200 samples a second per CPU) doubles a CPU's
+/// sampling period when it chooses more; a block taken then weighs by the period it was taken at.
+/// tests/workloads/offcpu_short.c: 8 threads in 0.5 ms sleeps for 5 s, about 60,000 blocks, of
+/// which the default 10 ms period alone would choose about 1,300 a second, above the cap on a
+/// machine of up to 3 CPUs. Truth: the workload's own clock around each sleep. The cap must
+/// engage (the period doubled), keep the rate near it (at most twice the cap), and leave the
+/// blocked time in short_nap() unbiased: within four standard errors of the estimate, each
+/// sample standing for about one period (a Poisson count times the period: relative error
+/// 1/sqrt(samples)), and that bound no wider than 15%.
+#[test]
+#[ignore = "needs root and BPF"]
+fn rate_cap_keeps_blocked_time_unbiased() {
+    const SECS: f64 = 5.0;
+    let bin = build_workload("offcpu_short");
+    let mut w = Proc::spawn(cmd(&bin, &["8", "5000"]));
+    w.expect("ready", Duration::from_secs(5));
+    let pid = w.pid().to_string();
+    let profile = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("offcpu_short.pkprof");
+    let mut rec = Command::new(pkprof_bin())
+        .args(["record", "--off-cpu", "-p", &pid, "-o"])
+        .arg(&profile)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start pkprof record");
+    let lines = echo_stderr(&mut rec, "record: ");
+    wait_for_line(
+        &lines,
+        "recording at",
+        "pkprof record attached",
+        Duration::from_secs(30),
+    );
+    w.send_line("go");
+    let truth_us: u64 = w.expect("blocked_us", Duration::from_secs(30))[0]
+        .parse()
+        .expect("blocked_us N");
+    w.expect("done", Duration::from_secs(5));
+    w.wait(Duration::from_secs(5));
+    let out = rec
+        .wait_with_output()
+        .expect("pkprof record exits with its target");
+    assert!(out.status.success(), "pkprof record: {}", out.status);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("off-cpu:"))
+        .unwrap_or_else(|| panic!("no off-cpu line in the summary:\n{summary}"));
+    eprintln!("{line}");
+    let samples = number_after(line, "off-cpu:   ").expect("samples") as u64;
+    let doubled = number_after(line, "doubled ").expect("doublings") as u64;
+    let cap = number_after(line, "times at ").expect("the cap");
+    assert_eq!(
+        cap,
+        f64::from(pkprof_collect::record::DEFAULT_OFFCPU_MAX_RATE)
+    );
+    assert!(doubled > 0, "the cap never engaged: {line}");
+    let most = 2.0 * cap * num_cpus() as f64 * SECS;
+    assert!(
+        (samples as f64) <= most,
+        "{samples} samples in {SECS} s, above twice the cap ({most}): {line}"
+    );
+
+    let folded = run_with_timeout(
+        Command::new(pkprof_bin())
+            .args(["report", "--kind", "off", "--format", "folded"])
+            .arg(&profile),
+        Duration::from_secs(60),
+    );
+    assert!(folded.status.success(), "report: {folded:?}");
+    let ours_us: u64 = String::from_utf8_lossy(&folded.stdout)
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| {
+            let blocked = stack.split("[blocked:").next().unwrap_or(stack);
+            blocked.split(';').any(|f| f.ends_with("short_nap"))
+        })
+        .filter_map(|(_, us)| us.parse::<u64>().ok())
+        .sum();
+    let bound = 4.0 / (samples as f64).sqrt();
+    let err = rel_err(ours_us, truth_us);
+    eprintln!(
+        "short_nap: pkprof {ours_us} µs, the workload {truth_us} µs, {:+.2}% (bound {:.1}%, {samples} samples)",
+        (ours_us as f64 / truth_us as f64 - 1.0) * 100.0,
+        bound * 100.0
+    );
+    assert!(
+        bound <= 0.15,
+        "too few samples ({samples}) to test the weights"
+    );
+    assert!(
+        err.abs() <= bound,
+        "short_nap: pkprof {ours_us} µs vs the workload's {truth_us} µs"
+    );
 }

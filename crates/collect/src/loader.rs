@@ -167,6 +167,10 @@ impl Collector {
             None
         };
         let cpus = skeleton::possible_cpus("cpu_account")?;
+        // record --off-cpu takes a chosen sample's user stack in a task work queued for its thread
+        // (Linux >= 6.18), else in a program on every syscall exit (record/offcpu.bpf.h).
+        let off_cpu = options.record.as_ref().is_some_and(|r| r.off_cpu.is_some());
+        let task_work = off_cpu && preflight::kernel_has_name("bpf_task_work_schedule_resume_impl");
         let configure = |open: &mut crate::skel::OpenCpuAccountSkel<'static>| {
             if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
                 ro.split_modes = options.syscalls;
@@ -195,6 +199,8 @@ impl Collector {
                         ro.off_cpu_all = off.all;
                         ro.off_cpu_period_ns = off.period_ns;
                         ro.wake_chain_depth = off.wake_chain;
+                        ro.offcpu_task_work = task_work;
+                        ro.off_cpu_max_rate = off.max_rate;
                     }
                 }
             }
@@ -206,6 +212,9 @@ impl Collector {
                 open.maps.py_scratch.set_max_entries(2 * cpus as u32)?;
                 if rec.off_cpu.is_some() {
                     open.maps.offcpu_scratch.set_max_entries(cpus as u32)?;
+                    open.maps
+                        .offcpu_works
+                        .set_max_entries(options.max_threads)?;
                 }
             }
             let recording = options.record.is_some();
@@ -217,9 +226,8 @@ impl Collector {
             progs.on_sample.set_autoload(recording);
             progs.on_target_free.set_autoload(recording);
             progs.on_func_entry.set_autoload(counting);
-            let off_cpu = options.record.as_ref().is_some_and(|r| r.off_cpu.is_some());
             progs.on_offcpu_waking.set_autoload(off_cpu);
-            progs.on_offcpu_sys_exit.set_autoload(off_cpu);
+            progs.on_offcpu_sys_exit.set_autoload(off_cpu && !task_work);
             progs.on_offcpu_exit.set_autoload(off_cpu);
             open.maps.threads.set_max_entries(options.max_threads)?;
             progs.on_sys_enter.set_autoload(options.syscalls);

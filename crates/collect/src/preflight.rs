@@ -154,6 +154,12 @@ fn hidden_list(v: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether the kernel's BTF names `name` (a kfunc the BPF programs may call, such as
+/// `bpf_task_work_schedule_resume_impl`, Linux >= 6.18).
+pub fn kernel_has_name(name: &str) -> bool {
+    vmlinux_btf_names().contains(&format!("\0{name}\0"))
+}
+
 /// The string section of the kernel's BTF, NUL-separated and NUL-framed, for name look-ups.
 /// (A plain scan suffices here: we only ask whether a name exists.)
 fn vmlinux_btf_names() -> String {

@@ -502,6 +502,8 @@ pub struct OffCpu {
     pub period_ns: u64,
     /// Wake-chain entries kept.
     pub wake_chain: u32,
+    /// Chosen samples a second per CPU above which that CPU's period doubles (0: never).
+    pub max_rate: u32,
     pub counts: OffCpuCounts,
     pub groups: Vec<OffCpuGroup>,
 }
@@ -520,6 +522,10 @@ pub struct OffCpuCounts {
     pub exited_pending: u64,
     /// Wake chains cut at the depth limit.
     pub chain_truncated: u64,
+    /// Doublings of a CPU's sampling period at the rate cap.
+    pub period_raised: u64,
+    /// Run time of the task works that took user stacks (not in the BPF programs' stats).
+    pub task_work_ns: u64,
 }
 
 /// One entry of a wake chain: who woke the thread (entry 0) or woke the entry before.

@@ -237,6 +237,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
     let off_cpu = opts.off_cpu.as_ref().zip(off_counts).map(|(o, n)| OffCpu {
         period_ns: o.period_ns,
         wake_chain: o.wake_chain,
+        max_rate: o.max_rate,
         counts: OffCpuCounts {
             blocks: n.blocks,
             chosen: n.chosen,
@@ -244,6 +245,8 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             no_storage: n.no_storage,
             exited_pending: n.exited_pending,
             chain_truncated: n.chain_truncated,
+            period_raised: n.period_raised,
+            task_work_ns: n.task_work_ns,
         },
         groups: Vec::new(),
     });

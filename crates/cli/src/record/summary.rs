@@ -81,16 +81,19 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
         let c = &o.counts;
         let _ = writeln!(
             out,
-            "off-cpu:   {samples} samples for {:.3} s blocked, of {} blocks ({} chosen at a {} µs period); lost: ring buffer full {}, not followed {}; without user stack (exited) {}; wake chains cut at {} {}",
+            "off-cpu:   {samples} samples for {:.3} s blocked, of {} blocks ({} chosen at a {} µs period, doubled {} times at {}/s per CPU); lost: ring buffer full {}, not followed {}; without user stack (exited) {}; wake chains cut at {} {}; task works {:.3} ms",
             ns as f64 / 1e9,
             c.blocks,
             c.chosen,
             o.period_ns / 1000,
+            c.period_raised,
+            o.max_rate,
             c.ring_full,
             c.no_storage,
             c.exited_pending,
             o.wake_chain,
             c.chain_truncated,
+            c.task_work_ns as f64 / 1e6,
         );
     }
     // The same line as every report's header (pkprof_report::header).

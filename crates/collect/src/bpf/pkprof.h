@@ -544,6 +544,9 @@ enum pkprof_offcpu_defaults {
 	PKPROF_DEFAULT_WAKE_CHAIN = 4,
 	/* Off-CPU sampling period (record --off-cpu-period; 0: every block). */
 	PKPROF_DEFAULT_OFFCPU_PERIOD_US = 10000,
+	/* Chosen samples a second per CPU above which the period is raised (record
+	 * --off-cpu-max-rate; 0: never raised). */
+	PKPROF_DEFAULT_OFFCPU_MAX_RATE = 200,
 };
 
 /* Bits of pkprof_waker.flags. */
@@ -607,6 +610,9 @@ struct pkprof_offcpu_stats {
 	__u64 exited_pending;  /* samples whose thread exited before its user stack was taken
 				* (written without it) */
 	__u64 chain_truncated; /* wake chains cut at the depth limit */
+	__u64 period_raised;   /* doublings of a CPU's sampling period at the rate cap */
+	__u64 task_work_ns;    /* run time of the task works that took user stacks (BPF stats
+				* do not see them: they are not a program's runs) */
 };
 
 /* Key of `func_counts` (record --count FUNC@BINARY): probe index (attach cookie) and process. */

@@ -63,11 +63,15 @@ pub struct OffCpuConfig {
     pub wake_chain: u32,
     /// Every process's blocks (record -a), not only the targets'.
     pub all: bool,
+    /// Chosen samples a second per CPU: a CPU that chooses more doubles its period (each sample
+    /// weighs by the period it was chosen at), halving it back when quieter; 0: never.
+    pub max_rate: u32,
 }
 
 /// Default off-CPU sampling period and wake-chain depth, and the deepest chain (pkprof.h).
 pub const DEFAULT_OFFCPU_PERIOD_US: u32 = OffDefaults::PKPROF_DEFAULT_OFFCPU_PERIOD_US.0;
 pub const DEFAULT_WAKE_CHAIN: u32 = OffDefaults::PKPROF_DEFAULT_WAKE_CHAIN.0;
+pub const DEFAULT_OFFCPU_MAX_RATE: u32 = OffDefaults::PKPROF_DEFAULT_OFFCPU_MAX_RATE.0;
 pub const MAX_WAKE_CHAIN: u32 = OffDefaults::PKPROF_MAX_WAKE_CHAIN.0;
 
 /// Bytes of one sample record before its user stack bytes (`struct pkprof_sample`).
@@ -88,6 +92,10 @@ pub struct OffCpuCounts {
     pub exited_pending: u64,
     /// Wake chains cut at the depth limit.
     pub chain_truncated: u64,
+    /// Doublings of a CPU's sampling period at the rate cap (`OffCpuConfig::max_rate`).
+    pub period_raised: u64,
+    /// Run time of the task works that took user stacks (BPF stats do not count them).
+    pub task_work_ns: u64,
 }
 
 /// `--count FUNC@BINARY`.
@@ -249,6 +257,8 @@ impl Collector {
             n.no_storage += s.no_storage;
             n.exited_pending += s.exited_pending;
             n.chain_truncated += s.chain_truncated;
+            n.period_raised += s.period_raised;
+            n.task_work_ns += s.task_work_ns;
         }
         Ok(n)
     }

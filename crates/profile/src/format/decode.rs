@@ -340,6 +340,7 @@ fn off_cpu(o: proto::OffCpu, stacks: usize, strings: &Strings) -> Result<OffCpu,
     Ok(OffCpu {
         period_ns: o.period_ns,
         wake_chain: o.wake_chain,
+        max_rate: o.max_rate,
         counts: OffCpuCounts {
             blocks: o.blocks,
             chosen: o.chosen,
@@ -347,6 +348,8 @@ fn off_cpu(o: proto::OffCpu, stacks: usize, strings: &Strings) -> Result<OffCpu,
             no_storage: o.no_storage,
             exited_pending: o.exited_pending,
             chain_truncated: o.chain_truncated,
+            period_raised: o.period_raised,
+            task_work_ns: o.task_work_ns,
         },
         groups,
     })

@@ -300,6 +300,9 @@ fn off_cpu<'a>(o: &'a OffCpu, strings: &mut Strings<'a>) -> proto::OffCpu {
         exited_pending: c.exited_pending,
         chain_truncated: c.chain_truncated,
         groups,
+        max_rate: o.max_rate,
+        period_raised: c.period_raised,
+        task_work_ns: c.task_work_ns,
     }
 }
 

@@ -397,6 +397,7 @@ fn with_off_cpu() -> Profile {
         off_cpu: Some(OffCpu {
             period_ns: 10_000_000,
             wake_chain: 4,
+            max_rate: 200,
             counts: OffCpuCounts {
                 blocks: 9,
                 chosen: 3,
@@ -404,6 +405,8 @@ fn with_off_cpu() -> Profile {
                 no_storage: 2,
                 exited_pending: 4,
                 chain_truncated: 5,
+                period_raised: 6,
+                task_work_ns: 7,
             },
             groups: vec![
                 OffCpuGroup {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use object::read::ReadCache;
 use object::{Object, ObjectSection, ObjectSymbol};
@@ -185,6 +185,7 @@ fn version_in_name(name: &str) -> Option<String> {
 }
 
 /// What a binary says about itself.
+#[derive(Clone)]
 enum Inspected {
     /// No `_PyRuntime`.
     NotPython,
@@ -193,6 +194,7 @@ enum Inspected {
     Found(Found),
 }
 
+#[derive(Clone)]
 struct Found {
     version: (u8, u8, u8),
     runtime_file_off: u64,
@@ -200,8 +202,43 @@ struct Found {
     debug_offsets: Option<Vec<u8>>,
 }
 
-/// Reads `Py_Version` and `_PyRuntime` from a binary's dynamic symbols (or its symbol table).
+/// A file's identity and version: device, inode, size, modification time (s, ns).
+type FileId = (u64, u64, u64, i64, i64);
+
+/// Binaries inspected so far, by identity: every process that maps the same `libpython` (perf
+/// links one; so does every process of a Python service) asks once, not once per process (a
+/// scan of its symbols is milliseconds). Bounded: forgotten wholesale at `INSPECTED_MAX`.
+static INSPECTED: Mutex<Option<HashMap<FileId, Inspected>>> = Mutex::new(None);
+const INSPECTED_MAX: usize = 64;
+
+/// [`inspect_file`], remembered by the file's identity.
 fn inspect(file: &File) -> Inspected {
+    use std::os::unix::fs::MetadataExt;
+
+    let Ok(m) = file.metadata() else {
+        return inspect_file(file);
+    };
+    let id = (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
+    if let Some(known) = INSPECTED
+        .lock()
+        .ok()
+        .and_then(|c| c.as_ref().and_then(|c| c.get(&id).cloned()))
+    {
+        return known;
+    }
+    let found = inspect_file(file);
+    if let Ok(mut c) = INSPECTED.lock() {
+        let c = c.get_or_insert_with(HashMap::new);
+        if c.len() >= INSPECTED_MAX {
+            c.clear();
+        }
+        c.insert(id, found.clone());
+    }
+    found
+}
+
+/// Reads `Py_Version` and `_PyRuntime` from a binary's dynamic symbols (or its symbol table).
+fn inspect_file(file: &File) -> Inspected {
     let cache = ReadCache::new(file);
     let Ok(obj) = object::File::parse(&cache) else {
         return Inspected::NotPython;

@@ -7,11 +7,18 @@
  *
  * Sampling by time: a block of d ns is chosen with probability min(1, d / period) and then weighs
  * max(d, period) (scaled to the whole off time), so the expected weight of every block is its
- * length and blocks of a period or more are always taken, exactly (period 0: every block). Only
+ * length and blocks of a period or more are always taken, exactly (period 0: every block). The
+ * period is per CPU and doubles whenever a CPU has chosen off_cpu_max_rate / 10 samples within
+ * 100 ms (halving back towards the set period in slots under half that), so that a load with hundreds of
+ * threads blocked at once costs a bounded rate of samples; each block keeps the period it was
+ * chosen at for its weight, which stays unbiased. Only
  * chosen blocks pay for stacks: the waker's at its wakeup (in its context), the blocked thread's
  * kernel stack at its switch-in (bpf_get_task_stack: it is unchanged while the thread sleeps),
- * and its user stack in its own context when the blocking call returns (sys_exit: the user
- * registers and stack are still those it blocked with), or when it blocks again first.
+ * and its user stack in its own context when the blocking call returns (the user registers and
+ * stack are still those it blocked with), or when it blocks again first. "When the call returns"
+ * is a task work queued for the chosen thread alone at its switch-in (bpf_task_work_schedule_resume,
+ * Linux >= 6.18: it runs as the thread returns to user mode), so that nothing runs at the other
+ * syscall exits of the system; on older kernels a sys_exit program takes its place.
  */
 #ifndef PKPROF_RECORD_OFFCPU_BPF_H
 #define PKPROF_RECORD_OFFCPU_BPF_H
@@ -30,6 +37,17 @@ const volatile bool off_cpu_all = false;
 const volatile __u64 off_cpu_period_ns = PKPROF_DEFAULT_OFFCPU_PERIOD_US * 1000ULL;
 /* Wake-chain entries kept (1..PKPROF_MAX_WAKE_CHAIN). */
 const volatile __u32 wake_chain_depth = PKPROF_DEFAULT_WAKE_CHAIN;
+/* Chosen samples a second per CPU before its period is raised (0: never raised). */
+const volatile __u32 off_cpu_max_rate = PKPROF_DEFAULT_OFFCPU_MAX_RATE;
+/* Set by the loader when the kernel has bpf_task_work_schedule_resume (else: on_offcpu_sys_exit). */
+const volatile bool offcpu_task_work = false;
+
+/* Linux >= 6.18; weak: unresolved (and never reached, offcpu_task_work false) on older kernels. */
+extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
+					      void *map__map, int (*callback)(struct bpf_map *, void *, void *),
+					      void *aux__prog) __weak __ksym;
+extern void bpf_preempt_disable(void) __weak __ksym;
+extern void bpf_preempt_enable(void) __weak __ksym;
 
 struct pkprof_offcpu_stats pkprof_offcpu_stats_btf_anchor SEC(".data.btf_anchor");
 struct pkprof_offcpu pkprof_offcpu_btf_anchor SEC(".data.btf_anchor");
@@ -50,6 +68,7 @@ struct offcpu_task {
 	__u64 off_ns;
 	__u64 woken_ns;
 	__u64 blocked_ns;
+	__u64 period_ns; /* the sampling period the block was chosen at */
 	__u32 reason;
 	__u32 state;
 	__u32 in_syscall;
@@ -89,6 +108,20 @@ struct {
 	__type(value, struct pkprof_offcpu_stats);
 } offcpu_stats SEC(".maps");
 
+/* The task work of a thread whose chosen sample waits for its user stack (key: tid; an entry per
+ * thread that ever had one, deleted when it exits; sized by the loader). */
+struct offcpu_work {
+	struct bpf_task_work tw;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_work);
+} offcpu_works SEC(".maps");
+
 /*
  * The thread switched in on this CPU with a sample waiting for its user stack (0: none), so that
  * every syscall exit of the system costs one per-CPU load, not a task storage lookup. Valid from
@@ -101,6 +134,24 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } offcpu_armed SEC(".maps");
+
+/* A CPU's sampling period and the samples it chose in the current 100 ms slot. */
+struct offcpu_rate {
+	__u64 slot_ns;
+	__u64 period_ns;
+	__u64 chosen;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_rate);
+} offcpu_rates SEC(".maps");
+
+#define OFFCPU_SLOT_NS (100 * 1000 * 1000ULL)
+/* The highest a period is raised to: about 1100 s. */
+#define OFFCPU_MAX_PERIOD_NS (1ULL << 40)
 
 static __always_inline struct pkprof_offcpu_stats *offcpu_counts(void)
 {
@@ -117,23 +168,61 @@ static __always_inline bool offcpu_sampled(struct task_struct *t)
 	return off_cpu_all || target_flag(t->tgid);
 }
 
-/* Chooses a block of d ns: probability min(1, d / period). */
-static __always_inline bool offcpu_choose(__u64 d)
+/*
+ * Chooses a block of d ns: probability min(1, d / period), with this CPU's period at `now`
+ * (stored in *period for the weight). A choice counts towards the CPU's rate: at
+ * off_cpu_max_rate / 10 choices in a 100 ms slot the period doubles (and the count restarts);
+ * a slot ending with under half of that halves it, down to the set period (so the rate settles
+ * between half the cap and the cap).
+ */
+static __always_inline bool offcpu_choose(__u64 d, __u64 now, __u64 *period)
 {
-	if (!off_cpu_period_ns || d >= off_cpu_period_ns)
-		return true;
-	return (bpf_get_prandom_u32() % off_cpu_period_ns) < d;
+	__u64 budget = off_cpu_max_rate / 10, p = off_cpu_period_ns;
+	struct offcpu_rate *r = NULL;
+	__u32 zero = 0;
+
+	if (p && budget)
+		r = bpf_map_lookup_elem(&offcpu_rates, &zero);
+	if (r) {
+		if (r->period_ns < p)
+			r->period_ns = p;
+		if (now - r->slot_ns >= OFFCPU_SLOT_NS) {
+			if (r->chosen < budget / 2 && r->period_ns > p)
+				r->period_ns /= 2;
+			r->slot_ns = now;
+			r->chosen = 0;
+		}
+		p = r->period_ns;
+	}
+	*period = p;
+	if (p && d < p) {
+		__u64 x = bpf_get_prandom_u32();
+
+		if (p >> 32) /* a raised period beyond 32 bits: 64 random bits */
+			x = (x << 32) | bpf_get_prandom_u32();
+		if (x % p >= d)
+			return false;
+	}
+	if (r && ++r->chosen >= budget && r->period_ns < OFFCPU_MAX_PERIOD_NS) {
+		struct pkprof_offcpu_stats *n = offcpu_counts();
+
+		r->period_ns *= 2;
+		r->chosen = 0;
+		if (n)
+			n->period_raised++;
+	}
+	return true;
 }
 
-/* The weight of a chosen block off for `off` ns, chosen on `chosen_on` ns of it. */
-static __always_inline __u64 offcpu_weight(__u64 off, __u64 chosen_on)
+/* The weight of a chosen block off for `off` ns, chosen on `chosen_on` ns of it at `period`. */
+static __always_inline __u64 offcpu_weight(__u64 off, __u64 chosen_on, __u64 period)
 {
-	if (!off_cpu_period_ns || chosen_on >= off_cpu_period_ns)
+	if (!period || chosen_on >= period)
 		return off;
 	if (!chosen_on)
 		chosen_on = 1;
-	/* off * period / chosen_on, without overflow for any off below ~5 hours */
-	return off / chosen_on * off_cpu_period_ns + (off % chosen_on) * off_cpu_period_ns / chosen_on;
+	/* off * period / chosen_on, without overflow while off / chosen_on * period fits */
+	return off / chosen_on * period + (off % chosen_on) * period / chosen_on;
 }
 
 /*
@@ -195,6 +284,57 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
 	}
 }
 
+/*
+ * The task work of a chosen thread (offcpu_works): it runs in the thread's own context as the
+ * thread returns to user mode from the call it blocked in (before any signal frame is set up), so
+ * its user registers and stack are those it blocked with. Preemption is off while the per-CPU
+ * scratch is in use: a task work may be preempted, and a switch on this CPU may use the scratch.
+ */
+static int offcpu_work_done(struct bpf_map *map, void *key, void *value)
+{
+	__u64 start = bpf_ktime_get_ns();
+	struct pkprof_offcpu_stats *n;
+	struct task_struct *cur;
+	struct offcpu_task *t;
+
+	bpf_preempt_disable();
+	cur = bpf_get_current_task_btf();
+	t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
+	if (t && t->state == OFF_PENDING)
+		offcpu_emit(cur, t, (struct pt_regs *)bpf_task_pt_regs(cur));
+	n = offcpu_counts();
+	if (n)
+		n->task_work_ns += bpf_ktime_get_ns() - start;
+	bpf_preempt_enable();
+	return 0;
+}
+
+#ifndef EBUSY
+#define EBUSY 16
+#endif
+
+/*
+ * Queues the task work that takes task's user stack when it returns to user mode. A work still
+ * queued (-EBUSY: the thread blocked again in the same call, its first sample written at that
+ * switch-out) serves the new sample as well.
+ */
+static __always_inline bool offcpu_queue_work(struct task_struct *task)
+{
+	struct offcpu_work *w, empty = {};
+	__u32 tid = task->pid;
+	long err;
+
+	w = bpf_map_lookup_elem(&offcpu_works, &tid);
+	if (!w) {
+		bpf_map_update_elem(&offcpu_works, &tid, &empty, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&offcpu_works, &tid);
+		if (!w)
+			return false;
+	}
+	err = bpf_task_work_schedule_resume_impl(task, &w->tw, &offcpu_works, offcpu_work_done, NULL);
+	return !err || err == -EBUSY;
+}
+
 /* Fills the identity of the waker running now on this CPU (c: its registers). */
 static __always_inline void offcpu_waker(struct pkprof_cpu *c, struct task_struct *cur,
 					 struct pkprof_waker *w)
@@ -207,7 +347,9 @@ static __always_inline void offcpu_waker(struct pkprof_cpu *c, struct task_struc
 	w->flags = (cur->flags & PF_KTHREAD) ? PKPROF_WAKER_KTHREAD : 0;
 	w->reason = 0;
 	w->blocked_ns = 0;
-	bpf_probe_read_kernel_str(w->comm, sizeof(w->comm), cur->comm);
+	/* The kernel keeps comm NUL-terminated: a plain copy (cheaper than the _str helper, and
+	 * this runs at every wakeup of a blocked thread). */
+	bpf_probe_read_kernel(w->comm, sizeof(w->comm), cur->comm);
 	if (c && depth && c->ctx[i] != PKPROF_CTX_TASK) {
 		w->ctx = c->ctx[i] == PKPROF_CTX_SOFTIRQ ? PKPROF_SCTX_SOFTIRQ : PKPROF_SCTX_HARDIRQ;
 		w->vec = c->vec[i];
@@ -265,7 +407,7 @@ static __always_inline void offcpu_waking(void *ctx, struct task_struct *p)
 		}
 	}
 	t->nr_chain = n;
-	if (!offcpu_sampled(p) || !offcpu_choose(t->blocked_ns))
+	if (!offcpu_sampled(p) || !offcpu_choose(t->blocked_ns, now, &t->period_ns))
 		return;
 	pend = bpf_task_storage_get(&offcpu_pending, p, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!pend) {
@@ -299,7 +441,9 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 
 	if (!off_cpu)
 		return;
-	if (prev->pid) {
+	/* A preempted thread with a sample waiting keeps it for its task work (the sys_exit
+	 * fallback writes it now: the per-CPU arming does not follow the thread). */
+	if (prev->pid && (state || !offcpu_task_work)) {
 		t = bpf_task_storage_get(&offcpu_tasks, prev, NULL,
 					 state ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 		if (t && t->state == OFF_PENDING)
@@ -322,7 +466,7 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 			n->no_storage++;
 		}
 	}
-	{
+	if (!offcpu_task_work) {
 		__u32 zero = 0, *armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
 
 		if (armed)
@@ -339,7 +483,7 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	if (!offcpu_sampled(next))
 		return;
 	if (!chosen) {
-		if (t->woken_ns || !offcpu_choose(off))
+		if (t->woken_ns || !offcpu_choose(off, now, &t->period_ns))
 			return; /* not chosen at its wakeup, or no wakeup seen and not chosen now */
 		p = bpf_task_storage_get(&offcpu_pending, next, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!p) {
@@ -361,7 +505,7 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	p->off_ns = t->off_ns;
 	p->offcpu_ns = off;
 	p->blocked_ns = t->woken_ns ? t->blocked_ns : 0;
-	p->weight_ns = offcpu_weight(off, t->woken_ns ? t->blocked_ns : off);
+	p->weight_ns = offcpu_weight(off, t->woken_ns ? t->blocked_ns : off, t->period_ns);
 	p->reason = t->reason;
 	if (chosen) {
 		p->nr_chain = t->nr_chain;
@@ -398,7 +542,14 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	p->s.kstack_len = bpf_get_task_stack(next, p->s.kstack, sizeof(p->s.kstack), 0);
 	p->s.ustack_len = 0;
 	p->s.ustack_bytes_len = 0;
-	if (t->in_syscall) {
+	if (t->in_syscall && offcpu_task_work) {
+		t->state = OFF_PENDING; /* the user stack, at its return (offcpu_work_done) */
+		if (!offcpu_queue_work(next)) {
+			t->state = OFF_NONE; /* no task work could be had: the sample is lost */
+			if (n)
+				n->no_storage++;
+		}
+	} else if (t->in_syscall) {
 		__u32 zero = 0, *armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
 
 		t->state = OFF_PENDING; /* the user stack, at its return (offcpu_sys_exit) */
@@ -440,7 +591,8 @@ static __always_inline void offcpu_sys_exit(struct pt_regs *regs)
 		offcpu_emit(cur, t, regs);
 }
 
-/* The current thread exits: a pending sample is written without its user stack. */
+/* The current thread exits: a pending sample is written without its user stack, and its task
+ * work entry goes (which cancels a work still queued). */
 static __always_inline void offcpu_exit(void)
 {
 	struct task_struct *cur;
@@ -452,6 +604,11 @@ static __always_inline void offcpu_exit(void)
 	t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
 	if (t && t->state == OFF_PENDING)
 		offcpu_emit(cur, t, NULL);
+	if (offcpu_task_work) {
+		__u32 tid = cur->pid;
+
+		bpf_map_delete_elem(&offcpu_works, &tid);
+	}
 }
 
 SEC("tp_btf/sys_exit")
