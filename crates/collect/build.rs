@@ -85,7 +85,8 @@ fn generate_chain_lists(out: &Path) -> PathBuf {
     for n in &names {
         let _ = writeln!(
             rust,
-            "#[path = \"{manifest}/src/chains/{n}.rs\"]\npub(crate) mod {n};"
+            "#[path = {:?}]\npub(crate) mod {n};",
+            format!("{manifest}/src/chains/{n}.rs")
         );
     }
     let _ = writeln!(

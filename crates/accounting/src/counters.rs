@@ -113,10 +113,11 @@ impl Counters {
         }
     }
 
-    /// Field-wise maximum: keeps cumulative totals monotonic across racing reads.
+    /// Field-wise maximum: keeps cumulative totals monotonic across racing reads (the wall
+    /// classes: the later read whole, `WallCounters::later`).
     pub fn max(&self, o: &Counters) -> Counters {
         Counters {
-            wall: self.wall.max(&o.wall),
+            wall: self.wall.later(&o.wall),
             ..self.zip_with(o, u64::max)
         }
     }

@@ -160,15 +160,37 @@ impl WallCounters {
         self.runq_max_ns = max;
     }
 
-    /// Field-wise `self - earlier` clamped at zero; `runq_max_ns` stays the maximum since attach.
+    /// `self - earlier` as an interval whose classes add up to its wall time. A class can go down
+    /// between two reads: an off period still open at a read is blocked up to it, and at its
+    /// switch-in part of it turns out to have been a wait for the CPU, or running
+    /// (docs/design.md, "Wall time"). Such a class counts 0 in the interval, and what it lost
+    /// comes out of the classes it moved to: the runqueue first, then running, then the other
+    /// reasons. Counts are clamped at zero; `runq_max_ns` stays the maximum since attach.
     pub fn since(&self, earlier: &WallCounters) -> WallCounters {
         let mut r = self.zip_with(earlier, u64::saturating_sub);
         r.runq_max_ns = self.runq_max_ns;
+        let mut lost = earlier.running_ns.saturating_sub(self.running_ns)
+            + earlier.runq_ns.saturating_sub(self.runq_ns);
+        for i in 0..NR_BLOCK_REASONS {
+            lost += earlier.blocked_ns[i].saturating_sub(self.blocked_ns[i]);
+        }
+        let mut take = |x: &mut u64| {
+            let t = lost.min(*x);
+            *x -= t;
+            lost -= t;
+        };
+        take(&mut r.runq_ns);
+        take(&mut r.running_ns);
+        for b in r.blocked_ns.iter_mut() {
+            take(b);
+        }
         r
     }
 
-    pub fn max(&self, o: &WallCounters) -> WallCounters {
-        let mut r = self.zip_with(o, u64::max);
+    /// The later of two reads of the same classes (the one with more wall time), whole: a
+    /// field-wise maximum would count twice what moved between classes (see [`Self::since`]).
+    pub fn later(&self, o: &WallCounters) -> WallCounters {
+        let mut r = if self.wall_ns >= o.wall_ns { *self } else { *o };
         r.runq_max_ns = self.runq_max_ns.max(o.runq_max_ns);
         r
     }
@@ -243,5 +265,45 @@ mod tests {
         assert_eq!((a.wall_ns, a.classes_ns(), a.runq_max_ns), (30, 30, 7));
         let d = a.since(&b);
         assert_eq!((d.wall_ns, d.running_ns, d.runq_max_ns), (10, 4, 7));
+    }
+
+    /// A thread blocks at 900, is woken at 950 and switched in at 1050. Read at 1000: 100 blocked
+    /// (the open period). Read at 2000: 50 blocked, 100 waiting, 950 running. The second
+    /// interval's classes add up to its 1000 of wall time: the 50 the runqueue took from the
+    /// blocked class come out of its runqueue share; the totals are the later read's.
+    #[test]
+    fn a_class_that_goes_down_between_reads_keeps_intervals_adding_up() {
+        let first = WallCounters {
+            wall_ns: 100,
+            blocked_ns: [0, 0, 0, 100, 0, 0, 0],
+            ..Default::default()
+        };
+        let second = WallCounters {
+            wall_ns: 1100,
+            running_ns: 950,
+            runq_ns: 100,
+            blocked_ns: [0, 0, 0, 50, 0, 0, 0],
+            ..Default::default()
+        };
+        let total = second.later(&first);
+        assert_eq!(total, second);
+        assert_eq!(first.later(&second), second);
+        let d = total.since(&first);
+        assert_eq!(d.classes_ns(), d.wall_ns, "{d:?}");
+        assert_eq!(
+            (d.wall_ns, d.running_ns, d.runq_ns, d.blocked_ns[3]),
+            (1000, 950, 50, 0)
+        );
+        // Time given back to running from the reason (a preempting wakeup) comes out of running.
+        let third = WallCounters {
+            wall_ns: 1200,
+            running_ns: 1090,
+            runq_ns: 100,
+            blocked_ns: [0, 0, 0, 10, 0, 0, 0],
+            ..Default::default()
+        };
+        let d = third.since(&second);
+        assert_eq!(d.classes_ns(), d.wall_ns, "{d:?}");
+        assert_eq!((d.running_ns, d.blocked_ns[3]), (100, 0));
     }
 }

@@ -412,15 +412,16 @@ fn go_tool_pprof_comments_state_losses_and_idle_sampling() {
 }
 
 /// `report --kind off|both --format pprof`: the view's counts are microseconds, so its one sample
-/// type says what they measure, `off_cpu` or `wall` nanoseconds, and `go tool pprof` totals them
-/// as the profile's off-CPU weights (rounded to the microsecond) and on-CPU time.
+/// type says what they measure, `off_cpu` or `wall` nanoseconds, and the decoded message (and
+/// `go tool pprof`, where Go is installed) totals them as the profile's off-CPU weights (rounded
+/// to the microsecond) and on-CPU time.
 #[test]
 fn go_tool_pprof_reads_off_cpu_views_as_time() {
     use pkprof_profile::{BlockReason, Frame, FrameKind, OffCpu, OffCpuGroup, SampleGroup, Stack};
     use pkprof_report::export::{exporter, ExportOptions};
     use pkprof_report::kind::{view, KindSelection};
 
-    let Some(go) = go() else { return };
+    let go = go();
     let frame = |name: &str| Frame {
         kind: FrameKind::User,
         name: name.into(),
@@ -467,16 +468,29 @@ fn go_tool_pprof_reads_off_cpu_views_as_time() {
             .unwrap()
             .write(&v, &opts, &mut bytes)
             .unwrap();
+        // The message itself (no Go needed): one sample type, one value per sample.
+        let m = decode(&bytes);
+        let string = |i: i64| m.string_table[i as usize].as_str();
+        let types: Vec<(&str, &str)> = (m.sample_type.iter())
+            .map(|t| (string(t.r#type), string(t.unit)))
+            .collect();
+        assert_eq!(types, [(name, "nanoseconds")]);
+        let period_type = m.period_type.as_ref().expect("a period type");
+        assert_eq!(string(period_type.r#type), name);
+        assert!(m.sample.iter().all(|s| s.value.len() == 1));
+        let sum: i64 = m.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(sum as u64, total_ns);
+        let Some(go) = go.as_ref() else { continue };
         let file = dir.join(format!("{name}.pb.gz"));
         std::fs::write(&file, &bytes).unwrap();
-        let raw = pprof(&go, &["-raw"], &file);
+        let raw = pprof(go, &["-raw"], &file);
         assert!(
             raw.contains(&format!("PeriodType: {name} nanoseconds\n")),
             "{raw}"
         );
         assert!(raw.contains(&format!("{name}/nanoseconds")), "{raw}");
         assert!(!raw.contains("samples/count"), "{raw}");
-        let (flat, total) = top(&pprof(&go, &["-top", "-unit=ns"], &file));
+        let (flat, total) = top(&pprof(go, &["-top", "-unit=ns"], &file));
         assert_eq!(total, total_ns, "{name}: {flat:?}");
     }
 }

@@ -653,23 +653,32 @@ fn estimate(
     noisy: bool,
     basis: String,
 ) -> Estimate {
-    let cluster = cluster_ns(table, c, obs);
-    // No change saves more than the calls it changes took: a calibrated plain cost above the
-    // observed one (the calibration ran colder or busier than the program) would promise more.
-    let cap = cluster as f64;
-    let basis = if saving.mid > cap {
-        format!("{basis}; capped at the cluster's measured time (the calibrated plain cost exceeds what was observed)")
-    } else {
-        basis
-    };
     Estimate {
-        saved_ns: saving.mid.min(cap).round() as i64,
-        saved_low_ns: saving.low.min(cap).round() as i64,
-        saved_high_ns: saving.high.min(cap).round() as i64,
-        cluster_ns: cluster,
+        saved_ns: saving.mid.round() as i64,
+        saved_low_ns: saving.low.round() as i64,
+        saved_high_ns: saving.high.round() as i64,
+        cluster_ns: cluster_ns(table, c, obs),
         noisy,
         basis,
     }
+}
+
+/// What an estimate shows: no change saves more than the calls it changes took, so a saving (or
+/// its range) above the cluster's time is capped there, saying so. (A calibrated plain cost above
+/// the observed one, the calibration colder or busier than the program, would promise more.)
+/// Applied after the alternatives are ranked, so two that both exceed it keep their order.
+fn capped(mut e: Estimate) -> Estimate {
+    let cap = i64::try_from(e.cluster_ns).unwrap_or(i64::MAX);
+    if e.saved_high_ns > cap {
+        e.basis.push_str(
+            "; capped at the cluster's measured time (the calibrated plain cost exceeds what \
+             was observed)",
+        );
+        e.saved_ns = e.saved_ns.min(cap);
+        e.saved_low_ns = e.saved_low_ns.min(cap);
+        e.saved_high_ns = cap;
+    }
+    e
 }
 
 /// The measured advice for one cluster of the thread graph `g`: its suggestion (kept, replaced
@@ -680,13 +689,17 @@ pub(crate) fn advise(
     g: &Graph,
 ) -> (Suggestion, Saving, Vec<Alternative>) {
     let (s, saving, tried) = choose(table, c, g);
+    let saving = match saving {
+        Saving::Estimated(e) => Saving::Estimated(capped(e)),
+        other => other,
+    };
     let alternatives = tried
         .into_iter()
         .map(|(s, e)| Alternative {
             kind: s.kind,
             replacement: s.replacement,
             saving: match e {
-                Ok(e) => Saving::Estimated(e),
+                Ok(e) => Saving::Estimated(capped(e)),
                 Err(why) => Saving::Unknown { why },
             },
         })

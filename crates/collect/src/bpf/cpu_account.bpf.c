@@ -81,8 +81,8 @@ static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct 
 			billed += c->pending.softirq_ns[i];
 	}
 	/* Our clock ran on while the hypervisor held the CPU; the scheduler's did not. */
-	if (steal && c->steal_at_in && steal > c->steal_at_in)
-		stolen = steal - c->steal_at_in;
+	if (c->steal_at_in && steal + 1 > c->steal_at_in)
+		stolen = steal + 1 - c->steal_at_in;
 	/* A slice far off ours is not this slice (e.g. a policy change): keep our figure. */
 	if (slice + stolen > had + billed + 10000000ULL ||
 	    slice + stolen + 10000000ULL < had + billed)
@@ -197,7 +197,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	c->cur_tid = next->pid;
 	c->cur_pid = next->tgid;
 	c->sum_at_in = next->se.sum_exec_runtime + 1;
-	c->steal_at_in = steal;
+	c->steal_at_in = steal + 1;
 	chains_switch_in(c, next);
 	c->mode = PKPROF_MODE_UNKNOWN;
 	c->sys_enter_ns = 0;

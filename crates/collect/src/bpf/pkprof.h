@@ -325,7 +325,7 @@ struct pkprof_cpu {
 	__s64 slice_skew_ns;
 	/* cur_tid's se.sum_exec_runtime when it was switched in (+1; 0 = unknown). */
 	__u64 sum_at_in;
-	/* This CPU's steal time (rq->prev_steal_time_rq) at that switch-in (0 = unknown). */
+	/* This CPU's steal time (rq->prev_steal_time_rq) at that switch-in (+1; 0 = unknown). */
 	__u64 steal_at_in;
 	/* During a switch: the state prev leaves in, 0 when it stays runnable (preempted). */
 	__u32 switch_state;

@@ -248,7 +248,6 @@ mod tests {
         "workqueue:workqueue_queue_work",
         "workqueue:workqueue_execute_start",
         "workqueue:workqueue_execute_end",
-        "sched:sched_wakeup",
         "sched:sched_wakeup_new",
         "raw_syscalls:sys_enter",
         "raw_syscalls:sys_exit",

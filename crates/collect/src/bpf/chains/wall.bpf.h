@@ -123,6 +123,35 @@ static __always_inline __u64 wall_close_off(struct pkprof_wall *w, const struct 
 }
 
 /*
+ * The thread in register r was switched in at r->in_ns and its switch-out was never reported
+ * (lost.missed_switch): its off period ends there as usual; what it did from then to `now` is
+ * unknown (on this CPU for a while, then off), OTHER, counted; it is off from now, reason
+ * unknown (OTHER). A rare path: its entry is looked up here.
+ */
+static __always_inline void wall_switch_out_unseen(struct pkprof_wall_cpu *r, __u64 now)
+{
+	__u32 tid = r->tid;
+	struct pkprof_thread *x = bpf_map_lookup_elem(&threads, &tid);
+	struct pkprof_wall *w;
+
+	if (!x)
+		return;
+	w = &x->wall;
+	if (!w->since_ns || w->end_ns || r->in_ns < w->since_ns || r->in_ns > now)
+		return;
+	if (w->off_ns && r->in_ns < w->off_ns)
+		return; /* an older switch-in than its last switch-out: nothing pending */
+	if (w->off_ns)
+		wall_close_off(w, r);
+	w->off_class_ns[PKPROF_BLOCK_OTHER] += now - r->in_ns;
+	w->switch_unseen++;
+	w->off_reason = PKPROF_BLOCK_OTHER;
+	w->off_ns = now;
+	w->wake_ns = 0;
+	w->run_delay_out = r->run_delay_ns;
+}
+
+/*
  * Thread tid (entry e) leaves the CPU in c->switch_state: its switch-in, kept in this CPU's
  * register, closes the off period before it; the slice since is running; a new off period opens.
  */
@@ -141,15 +170,19 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 		return;
 	if (r->tid == tid) {
 		in = r->in_ns;
-		r->tid = 0;
+	} else if (r->tid) {
+		wall_switch_out_unseen(r, now);
+		in = 0;
 	}
-	if (!e)
+	if (!e) {
+		r->tid = 0;
 		return;
+	}
 	w = &e->wall;
 	if (!w->since_ns)
 		w->since_ns = now; /* first seen leaving the CPU: followed from now */
-	else if (in && in >= w->since_ns && in <= now) {
-		if (w->off_ns && in >= w->off_ns) {
+	else if (in && in >= w->since_ns && in <= now && (!w->off_ns || in >= w->off_ns)) {
+		if (w->off_ns) {
 			reason_part = w->off_reason;
 			own = wall_close_off(w, r);
 		}
@@ -178,6 +211,7 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 		}
 		w->oncpu_ns += now - in;
 	}
+	r->tid = 0;
 	if (w->off_ns && now > w->off_ns) {
 		/* Leaves the CPU without its switch-in seen (an unreported switch, see
 		 * lost.missed_switch): off, then on for a while, split unknown: OTHER, counted. */
@@ -211,9 +245,12 @@ static __always_inline void wall_switch_in(struct pkprof_cpu *c, struct task_str
 	r = bpf_map_lookup_elem(&wall_cpus, &key);
 	if (!r)
 		return;
-	r->tid = next->pid;
+	/* tid last: a reader that copies the register mid-write sees no thread or the whole one
+	 * (its retry on a switch during the read takes care of the rest). */
+	r->tid = 0;
 	r->in_ns = c->last_ns;
 	sched_wait(next, r);
+	r->tid = next->pid;
 }
 
 /* A new task is enqueued for the first time: its life starts, waiting for a CPU. */
