@@ -6,8 +6,12 @@
 //! once. Memory images that have no file (the vDSO) are copied into anonymous temporary files.
 //!
 //! blazesym reads each file through `/proc/self/fd/N`, which reopens exactly the file we hold.
+//!
+//! A long-lived symbolizer (the agent) evicts the files no captured process maps any more
+//! ([`FileCache::evict_unused`]): their descriptors are closed and their ids reused, so the caller
+//! must drop everything it keyed by those ids and by their `/proc/self/fd/N` paths first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write as _};
 use std::os::fd::AsRawFd as _;
@@ -91,6 +95,8 @@ pub(crate) struct FileCache {
     by_build_id: HashMap<Vec<u8>, FileId>,
     /// In-memory images by content (there is usually one vDSO image per machine).
     images: Vec<(Vec<u8>, FileId)>,
+    /// Ids of evicted files, to be reused.
+    free: Vec<FileId>,
 }
 
 impl FileCache {
@@ -175,13 +181,53 @@ impl FileCache {
     }
 
     fn push(&mut self, f: OpenFile) -> FileId {
+        if let Some(id) = self.free.pop() {
+            self.files[id] = f;
+            return id;
+        }
         self.files.push(f);
         self.files.len() - 1
     }
 
     /// Number of distinct files held (tests, statistics).
     pub fn len(&self) -> usize {
-        self.files.len()
+        self.files.len() - self.free.len()
+    }
+
+    /// Closes every file whose id `used` does not hold and forgets it (its id is reused later).
+    /// Returns the ids evicted with the paths blazesym knew them by (empty for files that could
+    /// not be opened), for the caller to drop what it cached under them.
+    pub fn evict_unused(&mut self, used: &HashSet<FileId>) -> Vec<(FileId, PathBuf)> {
+        let free: HashSet<FileId> = self.free.iter().copied().collect();
+        let mut evicted = Vec::new();
+        for id in 0..self.files.len() {
+            if used.contains(&id) || free.contains(&id) {
+                continue;
+            }
+            let f = std::mem::replace(&mut self.files[id], OpenFile::evicted());
+            evicted.push((id, f.fd_path));
+            self.free.push(id);
+        }
+        if !evicted.is_empty() {
+            let gone: HashSet<FileId> = evicted.iter().map(|(id, _)| *id).collect();
+            self.by_maps_key.retain(|_, id| !gone.contains(id));
+            self.by_stat.retain(|_, id| !gone.contains(id));
+            self.by_build_id.retain(|_, id| !gone.contains(id));
+            self.images.retain(|(_, id)| !gone.contains(id));
+        }
+        evicted
+    }
+}
+
+impl OpenFile {
+    /// The slot of an evicted file until its id is reused.
+    fn evicted() -> OpenFile {
+        OpenFile {
+            file: None,
+            fd_path: PathBuf::new(),
+            error: Some("evicted".to_string()),
+            build_id: String::new(),
+        }
     }
 }
 

@@ -281,6 +281,17 @@ impl Windows {
         for pid in exited {
             symbolizer.0.forget(pid);
         }
+        // What only exited processes needed goes (docs/design.md, "The agent / Bounded memory").
+        let trimmed = symbolizer.0.trim();
+        let y = &mut self.health.symbolizer;
+        y.processes_freed += trimmed.processes as u64;
+        y.files_freed += trimmed.files as u64;
+        y.open_files = symbolizer.0.open_files();
+        y.unwind_bytes = symbolizer.0.unwind_table_bytes();
+        // What was freed goes back to the system: glibc keeps freed heap (and raises its mmap
+        // threshold after large frees), so the resident size would not come down otherwise.
+        // SAFETY: malloc_trim only walks the allocator's own free lists.
+        unsafe { libc::malloc_trim(0) };
         if dropped > 0 {
             profile.meta.warnings.push(format!(
                 "{dropped} samples dropped: the window's stack or label limit was reached \
