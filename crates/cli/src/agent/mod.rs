@@ -84,7 +84,8 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
     // SAFETY: sysconf reads a system constant.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
     let mut collector = Collector::start(CollectorOptions {
-        bpf_stats: true,
+        // Opt-in (config bpf_stats): the kernel's timing of every BPF run is not free.
+        bpf_stats: config.bpf_stats,
         record: Some(RecordConfig {
             frequency_hz: config.frequency_hz,
             // Four seconds of samples (`ring_bytes` sizes a quarter second), 8 to 256 MiB: the
@@ -273,7 +274,7 @@ impl Windows {
         let dropped = recorded.aggregate.dropped();
         let extras = Extras {
             func_counts: Vec::new(),
-            bpf_stats_unmeasured: false,
+            bpf_stats_unmeasured: self.config.bpf_stats && !bpf_stats,
             off_cpu: None,
         };
         let symbolizer = session.maps_mut();
@@ -433,10 +434,11 @@ impl Windows {
             || new.listen != old.listen
             || new.limits.max_stacks != old.limits.max_stacks
             || new.limits.max_groups != old.limits.max_groups
+            || new.bpf_stats != old.bpf_stats
         {
             eprintln!(
-                "pkprof: SIGHUP: frequency_hz, stack_bytes, limits.max_stacks, limits.max_groups, \
-                 socket and metrics.listen change at the next start"
+                "pkprof: SIGHUP: frequency_hz, stack_bytes, bpf_stats, limits.max_stacks, \
+                 limits.max_groups, socket and metrics.listen change at the next start"
             );
         }
         if new.store != old.store {
@@ -462,6 +464,7 @@ impl Windows {
         self.config = Config {
             frequency_hz: old.frequency_hz,
             stack_bytes: old.stack_bytes,
+            bpf_stats: old.bpf_stats,
             socket: old.socket.clone(),
             listen: old.listen,
             limits: pkprof_agent::config::Limits {

@@ -177,7 +177,10 @@ impl Health {
                 self.bpf_runs
             );
         } else {
-            let _ = writeln!(t, "BPF          run time not measured (no BPF stats)");
+            let _ = writeln!(
+                t,
+                "BPF          run time not measured (bpf_stats = true or --bpf-stats to measure)"
+            );
         }
         match store {
             Some(s) => {
