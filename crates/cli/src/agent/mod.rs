@@ -16,6 +16,7 @@ mod otlp_sink;
 mod status;
 
 pub use client::run as ctl;
+pub use otlp_sink::cgroup_labels;
 
 use std::path::PathBuf;
 use std::sync::Arc;
