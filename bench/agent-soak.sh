@@ -4,7 +4,9 @@
 # processes back to back, a python3 starting 20 threads every 0.5 s, and a loop of short-lived
 # loopback TCP connections. Samples the agent's RSS every 5 s and prints it at start (after the
 # first window), its median, peak and last, and the growth from the first to the last quarter's
-# median (goal: flat within 10%); the agent's own CPU; windows written and samples dropped.
+# median (goal: flat within 10%), the same for its anonymous memory (RssAnon: its heap; RSS adds
+# the pages of the binaries it reads in place) and its open descriptors; the agent's own CPU;
+# windows written.
 #
 # Usage: bash bench/agent-soak.sh [SECONDS]    (default 300; 3600 for the hour of the goal; root)
 set -euo pipefail
@@ -63,17 +65,21 @@ log "agent (pid $PK) under churn for $SECS s"
 python3 - "$PK" "$SECS" "$STORE/w" <<'PY'
 import os, statistics, sys, time
 pid, secs, store = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-def rss_kib():
+def status_kib(field):
     for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(field):
             return int(line.split()[1])
+def rss_kib():
+    return status_kib("VmRSS:")
 def cpu_s():
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 time.sleep(12)  # past start-up and the first window
-t0, c0, rss = time.monotonic(), cpu_s(), []
+t0, c0, rss, anon, fds = time.monotonic(), cpu_s(), [], [], []
 while time.monotonic() < t0 + secs:
     rss.append(rss_kib())
+    anon.append(status_kib("RssAnon:"))
+    fds.append(len(os.listdir(f"/proc/{pid}/fd")))
     time.sleep(5)
 used, elapsed = cpu_s() - c0, time.monotonic() - t0
 q = max(1, len(rss) // 4)
@@ -83,5 +89,9 @@ windows = sum(1 for n in os.listdir(store) if n.startswith("w-"))
 print(f"agent soak: {elapsed:.0f} s under churn, {len(rss)} RSS samples, {windows} windows stored")
 print(f"  RSS: {mib(rss[0])} at start, median {mib(statistics.median(rss))}, peak {mib(max(rss))}, last {mib(rss[-1])}")
 print(f"  growth first->last quarter (medians): {100 * (last - first) / first:+.1f}%")
+af, al = statistics.median(anon[:q]), statistics.median(anon[-q:])
+print(f"  RssAnon (its heap): {mib(anon[0])} at start, peak {mib(max(anon))}, last {mib(anon[-1])}; "
+      f"first->last quarter {100 * (al - af) / af:+.1f}%")
+print(f"  open descriptors: {fds[0]} at start, peak {max(fds)}, last {fds[-1]}")
 print(f"  agent's own CPU: {100 * used / elapsed:.3f}% of one CPU")
 PY

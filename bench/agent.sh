@@ -10,6 +10,8 @@
 # Usage: bash bench/agent.sh [PAIRS]      (default 6 pairs; run as root)
 # Env:   BENCH_SECS=S     seconds per run (default 10)
 #        BENCH_HZ=N       the agent's rate (default 19)
+#        BENCH_BPF_STATS=1  run the agent with --bpf-stats (the BPF column; off by default, as
+#                         the agent runs by default: the kernel's timing costs on every BPF run)
 set -euo pipefail
 
 PAIRS=${1:-6}
@@ -58,7 +60,7 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 bpf_s() { curl -s "http://127.0.0.1:19475/metrics" | awk '/^pkprof_bpf_prog_run_seconds_total/ {s += $2} END {print s + 0}'; }
 
 start_agent() {
-  "$PKPROF" agent -F "$HZ" --store "$STORE/w" --socket "$SOCK" --listen 127.0.0.1:19475 2>"$OUT/agent-stderr.txt" &
+  "$PKPROF" agent -F "$HZ" ${BENCH_BPF_STATS:+--bpf-stats} --store "$STORE/w" --socket "$SOCK" --listen 127.0.0.1:19475 2>"$OUT/agent-stderr.txt" &
   AGENT_PID=$!
   for _ in $(seq 600); do grep -q "agent sampling at" "$OUT/agent-stderr.txt" 2>/dev/null && break; sleep 0.1; done
   grep -q "agent sampling at" "$OUT/agent-stderr.txt" || { log "the agent did not start"; cat "$OUT/agent-stderr.txt" >&2; exit 1; }

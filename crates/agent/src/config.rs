@@ -49,6 +49,10 @@ pub struct Config {
     pub labels: BTreeMap<String, String>,
     /// Bytes of user stack copied per sample (as `record --stack-bytes`).
     pub stack_bytes: u32,
+    /// Have the kernel time every BPF program run (BPF_ENABLE_STATS) for `ctl status` and
+    /// `/metrics`: off by default, as it costs two clock reads on every run of every BPF
+    /// program on the machine while the agent lives (docs/design.md, "The agent / Cost").
+    pub bpf_stats: bool,
 }
 
 /// Memory bounds of one window.
@@ -105,6 +109,7 @@ impl Default for Config {
             },
             labels: BTreeMap::new(),
             stack_bytes: 16384,
+            bpf_stats: false,
         }
     }
 }
@@ -117,6 +122,7 @@ pub const DEFAULT_SOCKET: &str = "/run/pkprof/agent.sock";
 #[serde(deny_unknown_fields)]
 struct File {
     frequency_hz: Option<u64>,
+    bpf_stats: Option<bool>,
     window: Option<String>,
     stack_bytes: Option<u32>,
     memory_windows: Option<usize>,
@@ -184,6 +190,8 @@ pub struct Overrides {
     pub max_processes: Option<usize>,
     pub otlp_url: Option<String>,
     pub stack_bytes: Option<u32>,
+    /// `--bpf-stats`: on whatever the file says.
+    pub bpf_stats: bool,
 }
 
 /// `10s`, `5m`, `24h`, `2d`, `1h30m`, `250ms`, or plain seconds (`90`, `0.5`).
@@ -352,6 +360,7 @@ impl Config {
             }
             c.stack_bytes = b;
         }
+        c.bpf_stats = o.bpf_stats || f.bpf_stats.unwrap_or(c.bpf_stats);
         if let Some(n) = f.memory_windows {
             if n > 10_000 {
                 return Err(invalid("memory_windows", "at most 10000"));
@@ -521,6 +530,19 @@ mod tests {
     }
 
     /// The documented example file (packaging/agent.toml) parses and says the defaults.
+    #[test]
+    fn bpf_stats_are_opt_in() {
+        let off = Overrides::default();
+        assert!(!Config::parse("", &off).unwrap().bpf_stats);
+        assert!(Config::parse("bpf_stats = true", &off).unwrap().bpf_stats);
+        let on = Overrides {
+            bpf_stats: true,
+            ..Overrides::default()
+        };
+        assert!(Config::parse("bpf_stats = false", &on).unwrap().bpf_stats);
+        assert!(Config::parse("bpf_stats = 1", &off).is_err());
+    }
+
     #[test]
     fn the_packaged_file_is_the_defaults() {
         let text = include_str!("../../../packaging/agent.toml");

@@ -156,6 +156,10 @@ pub struct AgentArgs {
     /// Push each closed window to this OTLP/HTTP endpoint (config: push.otlp_url).
     #[arg(long, value_name = "URL")]
     otlp: Option<String>,
+    /// Have the kernel time every BPF program run, for the BPF run time in ctl status and
+    /// /metrics; it costs on every run of every BPF program (config: bpf_stats).
+    #[arg(long)]
+    bpf_stats: bool,
 }
 
 impl AgentArgs {
@@ -178,6 +182,7 @@ impl AgentArgs {
                 max_processes: self.max_processes,
                 otlp_url: self.otlp,
                 stack_bytes: self.stack_bytes,
+                bpf_stats: self.bpf_stats,
             },
         }
     }

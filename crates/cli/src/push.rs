@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use pkprof_otlp::{PushConfig, Pusher};
+use pkprof_otlp::{ConvertOptions, PushConfig, Pusher};
 
 /// What `pkprof push` was asked to do.
 pub struct PushOptions {
@@ -40,7 +40,12 @@ pub fn run(opts: PushOptions) -> Result<()> {
                 f.display()
             );
         }
-        pusher.push(p);
+        // A stored window of the agent names its cgroups: their labels go as the agent's do.
+        let opts = ConvertOptions {
+            cgroups: crate::agent::cgroup_labels(p),
+            ..ConvertOptions::default()
+        };
+        pusher.push_with(p, &opts);
         tracing::info!("queued {} ({} samples)", f.display(), p.total_samples());
     }
     let url = pusher.url().to_owned();

@@ -265,3 +265,54 @@ fn push_to_nobody_fails_with_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn pushed_window_carries_its_cgroups_container_labels() {
+    // A stored window as the agent writes it: samples with cgroup ids and the cgroup table with
+    // their paths (docker scopes, ids the test chose). `pkprof push` of the file labels each
+    // process's resource with the container id written in its cgroup's path.
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let mut p = pkprof_profile::synthetic::synthetic(400, 20, 6, 7);
+    let mut ids: Vec<u64> = p.samples.iter().map(|g| g.cgroup_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert!(ids.len() >= 2 && !ids.contains(&0), "{ids:?}");
+    let container = |id: u64| format!("{:064x}", id * 0x9e37_79b9);
+    p.cgroups = ids
+        .iter()
+        .map(|&id| pkprof_profile::CgroupInfo {
+            id,
+            path: format!("/system.slice/docker-{}.scope", container(id)),
+        })
+        .collect();
+    let file = tmp.join("push-cgroups.pkprof");
+    pkprof_profile::save(&p, &file).unwrap();
+    let collector = Collector::start(tmp, "push-cgroups");
+    let out = Command::new(pkprof_bin())
+        .args(["push", "--otlp", &collector.endpoint()])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = collector.wait_for_requests(1, Duration::from_secs(10));
+    let mut labelled = 0;
+    for res in requests.iter().flat_map(|r| &r.resources) {
+        let Some(pid) = res.pid() else { continue };
+        let id = (p.samples.iter())
+            .find(|g| i64::from(g.pid) == pid)
+            .map(|g| g.cgroup_id)
+            .unwrap();
+        let got = res.attrs.get("container.id").and_then(Val::str);
+        assert_eq!(got, Some(container(id).as_str()), "pid {pid}");
+        assert_eq!(
+            res.attrs.get("container.runtime.name").and_then(Val::str),
+            Some("docker")
+        );
+        labelled += 1;
+    }
+    assert!(labelled >= 2, "{labelled} resources with a pid");
+}

@@ -6,8 +6,14 @@
 //! once. Memory images that have no file (the vDSO) are copied into anonymous temporary files.
 //!
 //! blazesym reads each file through `/proc/self/fd/N`, which reopens exactly the file we hold.
+//!
+//! A long-lived symbolizer (the agent) evicts the files no captured process maps any more and
+//! no capture met since the last eviction ([`FileCache::evict_unused`]; the second condition
+//! keeps the binary of a fork loop, `/bin/true` started back to back, from being read again at
+//! every window): their descriptors are closed and their ids reused, so the caller must drop
+//! everything it keyed by those ids and by their `/proc/self/fd/N` paths.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write as _};
 use std::os::fd::AsRawFd as _;
@@ -91,6 +97,10 @@ pub(crate) struct FileCache {
     by_build_id: HashMap<Vec<u8>, FileId>,
     /// In-memory images by content (there is usually one vDSO image per machine).
     images: Vec<(Vec<u8>, FileId)>,
+    /// Ids of evicted files, to be reused.
+    free: Vec<FileId>,
+    /// Files a capture met since the last eviction.
+    touched: HashSet<FileId>,
 }
 
 impl FileCache {
@@ -107,6 +117,7 @@ impl FileCache {
     pub fn open_mapping(&mut self, via: OpenVia, line: &MapsLine) -> Opened {
         let key = (line.dev, line.inode);
         if let Some(&id) = self.by_maps_key.get(&key) {
+            self.touched.insert(id);
             return Opened::Known(id);
         }
         let opened = match open_mapped_file(via, line).and_then(check_elf) {
@@ -123,6 +134,7 @@ impl FileCache {
             }
         };
         self.by_maps_key.insert(key, opened.id());
+        self.touched.insert(opened.id());
         opened
     }
 
@@ -130,11 +142,13 @@ impl FileCache {
     /// temporary file so that blazesym can read it like any ELF file.
     pub fn add_image(&mut self, bytes: Vec<u8>) -> io::Result<FileId> {
         if let Some((_, id)) = self.images.iter().find(|(b, _)| *b == bytes) {
+            self.touched.insert(*id);
             return Ok(*id);
         }
         let mut file = tempfile::tempfile()?;
         file.write_all(&bytes)?;
         let id = self.add_file(file).id();
+        self.touched.insert(id);
         self.images.push((bytes, id));
         Ok(id)
     }
@@ -175,13 +189,55 @@ impl FileCache {
     }
 
     fn push(&mut self, f: OpenFile) -> FileId {
+        if let Some(id) = self.free.pop() {
+            self.files[id] = f;
+            return id;
+        }
         self.files.push(f);
         self.files.len() - 1
     }
 
     /// Number of distinct files held (tests, statistics).
     pub fn len(&self) -> usize {
-        self.files.len()
+        self.files.len() - self.free.len()
+    }
+
+    /// Closes every file that `used` does not hold and no capture met since the last call, and
+    /// forgets it (its id is reused later). Returns the ids evicted with the paths blazesym knew
+    /// them by (empty for files that could not be opened), for the caller to drop what it
+    /// cached under them.
+    pub fn evict_unused(&mut self, used: &HashSet<FileId>) -> Vec<(FileId, PathBuf)> {
+        let free: HashSet<FileId> = self.free.iter().copied().collect();
+        let touched = std::mem::take(&mut self.touched);
+        let mut evicted = Vec::new();
+        for id in 0..self.files.len() {
+            if used.contains(&id) || free.contains(&id) || touched.contains(&id) {
+                continue;
+            }
+            let f = std::mem::replace(&mut self.files[id], OpenFile::evicted());
+            evicted.push((id, f.fd_path));
+            self.free.push(id);
+        }
+        if !evicted.is_empty() {
+            let gone: HashSet<FileId> = evicted.iter().map(|(id, _)| *id).collect();
+            self.by_maps_key.retain(|_, id| !gone.contains(id));
+            self.by_stat.retain(|_, id| !gone.contains(id));
+            self.by_build_id.retain(|_, id| !gone.contains(id));
+            self.images.retain(|(_, id)| !gone.contains(id));
+        }
+        evicted
+    }
+}
+
+impl OpenFile {
+    /// The slot of an evicted file until its id is reused.
+    fn evicted() -> OpenFile {
+        OpenFile {
+            file: None,
+            fd_path: PathBuf::new(),
+            error: Some("evicted".to_string()),
+            build_id: String::new(),
+        }
     }
 }
 
@@ -222,5 +278,50 @@ fn open_mapped_file(via: OpenVia, line: &MapsLine) -> io::Result<File> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(path: &str, inode: u64) -> MapsLine {
+        MapsLine {
+            start: 0x1000,
+            end: 0x2000,
+            exec: true,
+            offset: 0,
+            dev: 1,
+            inode,
+            path: path.to_string(),
+            deleted: false,
+        }
+    }
+
+    #[test]
+    fn eviction_closes_unused_files_and_reuses_their_ids() {
+        let mut c = FileCache::default();
+        let a = c.open_mapping(OpenVia::Path, &line("/bin/true", 1)).id();
+        let b = c.open_mapping(OpenVia::Path, &line("/bin/ls", 2)).id();
+        assert_ne!(a, b);
+        // Both met since the last eviction: kept.
+        assert!(c.evict_unused(&HashSet::new()).is_empty());
+        // Then only `a` is used.
+        let evicted = c.evict_unused(&HashSet::from([a]));
+        assert_eq!(evicted.len(), 1);
+        assert_eq!(evicted[0].0, b);
+        assert!(!evicted[0].1.as_os_str().is_empty());
+        assert_eq!(c.len(), 1);
+        assert!(c.get(b).file().is_none());
+        // `b` opened again gets a fresh entry in the freed slot; `a` is still known.
+        assert!(matches!(
+            c.open_mapping(OpenVia::Path, &line("/bin/ls", 2)),
+            Opened::New(id) if id == b
+        ));
+        assert!(matches!(
+            c.open_mapping(OpenVia::Path, &line("/bin/true", 1)),
+            Opened::Known(id) if id == a
+        ));
+        assert_eq!(c.len(), 2);
     }
 }

@@ -37,6 +37,13 @@ impl KernelFrames {
         self.index = Some(KallsymsIndex::read(warnings));
     }
 
+    /// Starts the address cache over if it grew past `max` entries (a long-lived symbolizer).
+    pub fn bound_cache(&mut self, max: usize) {
+        if self.cache.len() > max {
+            self.cache = HashMap::new();
+        }
+    }
+
     pub fn symbolize(
         &mut self,
         blaze: &Blaze,

@@ -80,7 +80,21 @@ pub struct Symbolizer {
     kernel: KernelFrames,
     warnings: Warnings,
     unwinding: Unwinding,
+    /// Processes found exited at the last [`Symbolizer::trim`], forgotten at the next.
+    dying: HashSet<u32>,
 }
+
+/// What one [`Symbolizer::trim`] freed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    /// Exited processes forgotten (with those whose capture had failed).
+    pub processes: usize,
+    /// Files closed: no process left maps them.
+    pub files: usize,
+}
+
+/// Most kernel addresses whose frames are kept between trims.
+const KERNEL_FRAME_CACHE_MAX: usize = 1 << 18;
 
 impl Symbolizer {
     /// Also raises the soft limit of open files to the hard limit: every binary mapped by a
@@ -103,7 +117,54 @@ impl Symbolizer {
             kernel: KernelFrames::default(),
             warnings: Warnings::default(),
             unwinding: Unwinding::new(opts.unwind_memory_bytes),
+            dying: HashSet::new(),
         }
+    }
+
+    /// Frees what only exited processes needed, for a symbolizer that lives for weeks (the agent,
+    /// docs/design.md "The agent / Bounded memory"); call it between windows, after the window's
+    /// addresses were symbolized. A process found exited (no `/proc/PID`) is forgotten at the
+    /// next trim, not this one, so that samples still in the ring are named in the next window.
+    /// Then every file that no remaining process maps and no capture met since the last trim
+    /// (a binary started back to back stays) is closed, and what was cached for it goes:
+    /// blazesym's parsed file and mapping, its frames and symbols, its unwind tables. The frame
+    /// caches start over past a fixed size, and the warnings met so far are cleared (each
+    /// window reports its own).
+    pub fn trim(&mut self) -> Trimmed {
+        let dead: HashSet<u32> = (self.processes.keys().chain(self.failed.keys()))
+            .copied()
+            .filter(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+            .collect();
+        let mut trimmed = Trimmed::default();
+        let gone: Vec<u32> = dead.intersection(&self.dying).copied().collect();
+        for pid in gone {
+            self.forget(pid);
+            trimmed.processes += 1;
+        }
+        self.dying = dead.difference(&self.dying).copied().collect();
+        let used: HashSet<files::FileId> = (self.processes.values())
+            .flat_map(|p| p.mappings())
+            .filter_map(|m| match m.target {
+                process::Target::File(id) => Some(id),
+                _ => None,
+            })
+            .collect();
+        let evicted = self.files.evict_unused(&used);
+        trimmed.files = evicted.len();
+        for (_, path) in &evicted {
+            if !path.as_os_str().is_empty() {
+                // Never fails for an ELF source; a path it does not know is no error either.
+                let _ = self.blaze.evict(&blazesym::symbolize::evict::Evict::Elf(
+                    blazesym::symbolize::evict::Elf::new(path),
+                ));
+            }
+        }
+        let ids: HashSet<files::FileId> = evicted.iter().map(|(id, _)| *id).collect();
+        self.user.evict(&ids);
+        self.unwinding.evict(&ids);
+        self.kernel.bound_cache(KERNEL_FRAME_CACHE_MAX);
+        self.warnings = Warnings::default();
+        trimmed
     }
 
     /// Snapshot `pid`'s executable mappings and keep the mapped files open (through

@@ -11,7 +11,7 @@
 //! per address (perf 6.x shows each address alone; older perf named it after the preceding
 //! symbol outright, which passes the gap off as that function).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use blazesym::inspect::{source as inspect_source, Inspector, SymInfo};
 use blazesym::symbolize::source::{Elf, Source};
@@ -52,8 +52,11 @@ pub(crate) struct UserFrames {
     /// Function symbols (file offset, name) of each file, sorted, read when one of its addresses
     /// is not covered by any symbol.
     symbols: HashMap<FileId, Vec<(u64, String)>>,
-    inspector: Inspector,
 }
+
+/// Most frames kept in [`UserFrames`]'s cache: beyond, it starts over (a long-lived symbolizer
+/// sampling code that keeps changing, e.g. JIT-heavy or ever-new binaries that stay alive).
+const FRAME_CACHE_MAX: usize = 1 << 18;
 
 impl UserFrames {
     pub fn symbolize(
@@ -132,7 +135,7 @@ impl UserFrames {
                     let symbols = match self.symbols.entry(id) {
                         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                         std::collections::hash_map::Entry::Vacant(e) => {
-                            e.insert(function_symbols(&self.inspector, path))
+                            e.insert(function_symbols(path))
                         }
                     };
                     vec![gap_frame(symbols, short_name(module), *off)]
@@ -141,6 +144,18 @@ impl UserFrames {
             self.cache.insert((id, *off), frames);
         }
         Ok(())
+    }
+
+    /// Drops what is cached for files that were evicted (their ids will name other files), and
+    /// the whole frame cache if it grew past its bound.
+    pub fn evict(&mut self, ids: &HashSet<FileId>) {
+        if !ids.is_empty() {
+            self.cache.retain(|(id, _), _| !ids.contains(id));
+            self.symbols.retain(|id, _| !ids.contains(id));
+        }
+        if self.cache.len() > FRAME_CACHE_MAX {
+            self.cache = HashMap::new();
+        }
     }
 
     fn frames(&self, files: &FileCache, loc: &Loc) -> Vec<Frame> {
@@ -192,8 +207,10 @@ impl UserFrames {
 }
 
 /// Function symbols of an ELF file (`.symtab` and `.dynsym`), as (file offset, name), sorted by
-/// offset. Empty if the file's symbols cannot be read (the gap frames then say `<unknown>`).
-fn function_symbols(inspector: &Inspector, path: &std::path::Path) -> Vec<(u64, String)> {
+/// offset. Empty if the file's symbols cannot be read (the gap frames then say `<unknown>`). A
+/// fresh inspector each time: its own cache would keep the parsed file for nothing.
+fn function_symbols(path: &std::path::Path) -> Vec<(u64, String)> {
+    let inspector = Inspector::new();
     let mut elf = inspect_source::Elf::new(path);
     elf.debug_syms = false; // the ELF symbol tables: with debug_syms, only DWARF would be read
     let src = inspect_source::Source::Elf(elf);

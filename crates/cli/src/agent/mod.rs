@@ -16,6 +16,7 @@ mod otlp_sink;
 mod status;
 
 pub use client::run as ctl;
+pub use otlp_sink::cgroup_labels;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -84,7 +85,8 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
     // SAFETY: sysconf reads a system constant.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
     let mut collector = Collector::start(CollectorOptions {
-        bpf_stats: true,
+        // Opt-in (config bpf_stats): the kernel's timing of every BPF run is not free.
+        bpf_stats: config.bpf_stats,
         record: Some(RecordConfig {
             frequency_hz: config.frequency_hz,
             // Four seconds of samples (`ring_bytes` sizes a quarter second), 8 to 256 MiB: the
@@ -273,7 +275,7 @@ impl Windows {
         let dropped = recorded.aggregate.dropped();
         let extras = Extras {
             func_counts: Vec::new(),
-            bpf_stats_unmeasured: false,
+            bpf_stats_unmeasured: self.config.bpf_stats && !bpf_stats,
             off_cpu: None,
         };
         let symbolizer = session.maps_mut();
@@ -281,6 +283,17 @@ impl Windows {
         for pid in exited {
             symbolizer.0.forget(pid);
         }
+        // What only exited processes needed goes (docs/design.md, "The agent / Bounded memory").
+        let trimmed = symbolizer.0.trim();
+        let y = &mut self.health.symbolizer;
+        y.processes_freed += trimmed.processes as u64;
+        y.files_freed += trimmed.files as u64;
+        y.open_files = symbolizer.0.open_files();
+        y.unwind_bytes = symbolizer.0.unwind_table_bytes();
+        // What was freed goes back to the system: glibc keeps freed heap (and raises its mmap
+        // threshold after large frees), so the resident size would not come down otherwise.
+        // SAFETY: malloc_trim only walks the allocator's own free lists.
+        unsafe { libc::malloc_trim(0) };
         if dropped > 0 {
             profile.meta.warnings.push(format!(
                 "{dropped} samples dropped: the window's stack or label limit was reached \
@@ -422,10 +435,11 @@ impl Windows {
             || new.listen != old.listen
             || new.limits.max_stacks != old.limits.max_stacks
             || new.limits.max_groups != old.limits.max_groups
+            || new.bpf_stats != old.bpf_stats
         {
             eprintln!(
-                "pkprof: SIGHUP: frequency_hz, stack_bytes, limits.max_stacks, limits.max_groups, \
-                 socket and metrics.listen change at the next start"
+                "pkprof: SIGHUP: frequency_hz, stack_bytes, bpf_stats, limits.max_stacks, \
+                 limits.max_groups, socket and metrics.listen change at the next start"
             );
         }
         if new.store != old.store {
@@ -451,6 +465,7 @@ impl Windows {
         self.config = Config {
             frequency_hz: old.frequency_hz,
             stack_bytes: old.stack_bytes,
+            bpf_stats: old.bpf_stats,
             socket: old.socket.clone(),
             listen: old.listen,
             limits: pkprof_agent::config::Limits {

@@ -2,7 +2,7 @@
 //! window's cgroups' container and unit labels and the machine's own labels (docs/design.md,
 //! "Fleet push: OTLP profiles"). `window` converts and queues; it never waits on the network.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use pkprof_agent::{Config, WindowSink};
 use pkprof_otlp::{CgroupLabels, ConvertOptions, PushConfig, PushError, Pusher};
@@ -42,6 +42,25 @@ pub fn sinks(config: &Config) -> Result<Vec<Box<dyn WindowSink>>, PushError> {
     Ok(sinks)
 }
 
+/// The container, Kubernetes and unit labels of the profile's cgroups (its cgroup table, parsed
+/// from the paths alone), by cgroup id: the agent's windows and `pkprof push` of stored ones.
+pub fn cgroup_labels(p: &Profile) -> HashMap<u64, CgroupLabels> {
+    (p.cgroups.iter())
+        .map(|c| {
+            let l = cgroup::CgroupLabels::parse(&c.path);
+            let labels = CgroupLabels {
+                path: c.path.clone(),
+                container_id: l.container_id,
+                container_runtime: l.runtime.map(str::to_owned),
+                pod_uid: l.pod_uid,
+                pod_qos: l.qos.map(str::to_owned),
+                systemd_unit: l.unit,
+            };
+            (c.id, labels)
+        })
+        .collect()
+}
+
 impl Drop for OtlpSink {
     /// The agent stops (SIGTERM) or the configuration changes: what is queued (the last window
     /// among them) gets a short grace to reach the collector; what is left is dropped.
@@ -56,22 +75,8 @@ impl WindowSink for OtlpSink {
     }
 
     fn window(&mut self, p: &Profile) {
-        let cgroups = (p.cgroups.iter())
-            .map(|c| {
-                let l = cgroup::CgroupLabels::parse(&c.path);
-                let labels = CgroupLabels {
-                    path: c.path.clone(),
-                    container_id: l.container_id,
-                    container_runtime: l.runtime.map(str::to_owned),
-                    pod_uid: l.pod_uid,
-                    pod_qos: l.qos.map(str::to_owned),
-                    systemd_unit: l.unit,
-                };
-                (c.id, labels)
-            })
-            .collect();
         let opts = ConvertOptions {
-            cgroups,
+            cgroups: cgroup_labels(p),
             resource_labels: self.labels.clone(),
         };
         self.pusher.push_with(p, &opts);

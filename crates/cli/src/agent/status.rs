@@ -28,6 +28,18 @@ pub struct Health {
     last_store_error: Option<String>,
     /// How long closing the last window took (symbolizing, writing).
     last_close: Duration,
+    /// The symbolizer after the last trim: files held open, bytes of unwind tables; and what the
+    /// trims freed so far: exited processes, files.
+    pub symbolizer: SymbolizerState,
+}
+
+/// The symbolizer's size after a window's trim (docs/design.md, "The agent / Bounded memory").
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SymbolizerState {
+    pub open_files: usize,
+    pub unwind_bytes: usize,
+    pub processes_freed: u64,
+    pub files_freed: u64,
 }
 
 impl Health {
@@ -48,6 +60,7 @@ impl Health {
             store_errors: 0,
             last_store_error: None,
             last_close: Duration::ZERO,
+            symbolizer: SymbolizerState::default(),
         }
     }
 
@@ -132,7 +145,17 @@ impl Health {
             self.dropped + self.open.2,
             self.lost
         );
-        let _ = writeln!(t, "memory       {} KiB resident", rss_bytes() >> 10);
+        let y = &self.symbolizer;
+        let _ = writeln!(
+            t,
+            "memory       {} KiB resident; symbolizer {} files open, {} KiB unwind tables; \
+             freed {} exited processes, {} files",
+            rss_bytes() >> 10,
+            y.open_files,
+            y.unwind_bytes >> 10,
+            y.processes_freed,
+            y.files_freed
+        );
         let last = if self.last_window_ns > 0 {
             format!(
                 " (last window {:.3}%)",
@@ -154,7 +177,10 @@ impl Health {
                 self.bpf_runs
             );
         } else {
-            let _ = writeln!(t, "BPF          run time not measured (no BPF stats)");
+            let _ = writeln!(
+                t,
+                "BPF          run time not measured (bpf_stats = true or --bpf-stats to measure)"
+            );
         }
         match store {
             Some(s) => {
@@ -239,6 +265,12 @@ impl Health {
             "gauge",
             "The agent's resident memory.",
             rss_bytes().to_string(),
+        );
+        m(
+            "symbolizer_open_files",
+            "gauge",
+            "Files the symbolizer holds open (mapped by processes alive at the last window).",
+            self.symbolizer.open_files.to_string(),
         );
         m(
             "cpu_seconds_total",

@@ -163,7 +163,8 @@ impl Unwinding {
             }
             _ => Tables::Missing,
         };
-        // Tables are never dropped while recording: a file over the limit stays over it.
+        // Tables are dropped only with their file (`evict`): until then a file over the limit
+        // stays over it.
         self.tables.insert(id, t.clone());
         t
     }
@@ -218,6 +219,16 @@ impl Unwinding {
     /// Forget a process's unwinder (it executed a new image).
     pub fn forget(&mut self, pid: u32) {
         self.processes.remove(&pid);
+    }
+
+    /// Drops the tables of evicted files (no process left maps them; their ids will name other
+    /// files): their bytes no longer count against the limit.
+    pub fn evict(&mut self, ids: &std::collections::HashSet<FileId>) {
+        for id in ids {
+            if let Some(Tables::Loaded(t)) = self.tables.remove(id) {
+                self.held_bytes = self.held_bytes.saturating_sub(t.bytes());
+            }
+        }
     }
 
     /// Unwinds one stack of `pid` (see `Symbolizer::unwind`, whose arguments these are, with

@@ -1,0 +1,181 @@
+//! `pkprof agent` stays bounded under process churn (docs/design.md, "The agent / Bounded
+//! memory"), measured with the kernel's own figures of the agent: its open descriptors
+//! (`/proc/PID/fd`) and its anonymous resident memory (`RssAnon` of `/proc/PID/status`: what it
+//! allocates), compared with its own early windows. Its file-backed resident pages (`RssFile`) are
+//! printed, not bounded: they are the pages of binaries that live processes map (blazesym reads
+//! them in place), shared with those processes, and move with whatever else the machine runs.
+//!
+//! The churn: a CPU-bound program started back to back, each time as a new binary (a copy with
+//! its own build-id, so the symbolizer cannot take it for one it holds), running about 40 ms so
+//! that the agent (199 Hz, 1 s windows) samples most of them. Each sampled copy is a file the
+//! symbolizer opens, parses and reads unwind tables from; once its process has exited, the
+//! agent must close it and drop what it read.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{build_workload, pkprof_bin};
+
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `bytes` with the GNU build-id note's first four descriptor bytes set to `n`.
+fn with_build_id(bytes: &[u8], n: u32) -> Vec<u8> {
+    // Elf64_Nhdr: namesz 4, descsz 20 (SHA-1), type NT_GNU_BUILD_ID (3), then "GNU\0".
+    let header: &[u8] = b"\x04\0\0\0\x14\0\0\0\x03\0\0\0GNU\0";
+    let at = bytes
+        .windows(header.len())
+        .position(|w| w == header)
+        .expect("the workload has a GNU build-id note")
+        + header.len();
+    let mut out = bytes.to_vec();
+    out[at..at + 4].copy_from_slice(&n.to_le_bytes());
+    out
+}
+
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// `/proc/PID/status`'s `field` (KiB).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let l = s.lines().find(|l| l.starts_with(field)).unwrap();
+    l.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn median(v: &[u64]) -> u64 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+#[test]
+#[ignore = "needs root and BPF"]
+fn agent_stays_bounded_under_process_churn() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("churn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(tmp.join("bin")).unwrap();
+    let original = std::fs::read(build_workload("hot_split")).unwrap();
+
+    let mut child = Command::new(pkprof_bin())
+        .args(["agent", "--window", "1s", "-F", "199", "--listen", ""])
+        .arg("--store")
+        .arg(tmp.join("store"))
+        .arg("--socket")
+        .arg(tmp.join("agent.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pkprof agent starts");
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let agent = Agent(child);
+    let pid = agent.0.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in err.lines().map_while(Result::ok) {
+            eprintln!("agent: {l}");
+            let _ = tx.send(l);
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("start line");
+    assert!(line.contains("agent sampling at"), "{line}");
+
+    // The churn, until told to stop: each run a new file, deleted once the run is over.
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicU64::new(0));
+    let churn = {
+        let (stop, started, dir) = (stop.clone(), started.clone(), tmp.join("bin"));
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let path = dir.join(format!("spin-{n}"));
+                std::fs::write(&path, with_build_id(&original, n)).unwrap();
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+                let status = Command::new(&path)
+                    .arg("0.04")
+                    .stdout(Stdio::null())
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+                std::fs::remove_file(&path).unwrap();
+                started.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+
+    // A second a sample: 6 s of warm-up, 10 early ones, ..., the last 10 of 40 s.
+    let t0 = Instant::now();
+    let mut samples: Vec<(usize, u64, u64)> = Vec::new();
+    while t0.elapsed() < Duration::from_secs(40) {
+        std::thread::sleep(Duration::from_secs(1));
+        samples.push((
+            fds(pid),
+            status_kib(pid, "RssAnon:"),
+            status_kib(pid, "RssFile:"),
+        ));
+    }
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+    let started = started.load(Ordering::Relaxed);
+    let status = Command::new(pkprof_bin())
+        .args(["ctl", "--socket"])
+        .arg(tmp.join("agent.sock"))
+        .arg("status")
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).to_string();
+    eprintln!("{status}");
+    let (early, late) = (&samples[6..16], &samples[samples.len() - 10..]);
+    eprintln!("{started} binaries run; (fds, RssAnon, RssFile KiB) per second: {samples:?}");
+
+    // Enough distinct binaries ran that keeping them would show: each sampled one is a file.
+    assert!(started >= 150, "only {started} binaries ran");
+    // Descriptors: those of the exited binaries were closed; what the late windows hold beyond
+    // the early ones' peak is under 5% of the binaries run (without eviction: one per binary
+    // sampled, some 200 more here).
+    let fd_early = early.iter().map(|s| s.0).max().unwrap();
+    let fd_late = late.iter().map(|s| s.0).max().unwrap();
+    assert!(
+        fd_late as u64 <= fd_early as u64 + started / 20,
+        "open descriptors {fd_early} -> {fd_late} over {started} binaries run"
+    );
+    // Anonymous memory: the late windows' median within 5% of the early windows' peak.
+    let anon: Vec<u64> = samples.iter().map(|s| s.1).collect();
+    let anon_early = *anon[6..16].iter().max().unwrap();
+    let anon_late = median(&anon[anon.len() - 10..]);
+    assert!(
+        anon_late <= anon_early + anon_early / 20,
+        "RssAnon {anon_early} KiB early (peak) -> {anon_late} KiB late (median)"
+    );
+    let freed = status
+        .lines()
+        .find(|l| l.starts_with("memory"))
+        .and_then(|l| l.split("freed ").nth(1))
+        .expect("ctl status says what the symbolizer freed");
+    let files: u64 = freed
+        .split(", ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("files freed in {freed:?}"));
+    assert!(files > 0, "{freed}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
