@@ -86,8 +86,11 @@ fn python_names(fr: &[(FrameKind, String)]) -> Vec<&str> {
         .collect()
 }
 
+/// A sample's pid, its frames (kind, name) root first, and its count.
+type NamedSample = (u32, Vec<(FrameKind, String)>, u64);
+
 /// Target samples with their frames and counts (only samples served to the target processes).
-fn target_samples(p: &Profile) -> Vec<(u32, Vec<(FrameKind, String)>, u64)> {
+fn target_samples(p: &Profile) -> Vec<NamedSample> {
     p.samples
         .iter()
         .filter(|s| {

@@ -284,21 +284,6 @@ fn inspect_object<'a>(obj: &object::File<'a, &'a ReadCache<&'a File>>) -> Result
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::version_in_name;
-
-    #[test]
-    fn version_from_file_names() {
-        assert_eq!(
-            version_in_name("libpython3.10.so.1.0").as_deref(),
-            Some("3.10")
-        );
-        assert_eq!(version_in_name("python3.9").as_deref(), Some("3.9"));
-        assert_eq!(version_in_name("python3").as_deref(), None);
-    }
-}
-
 /// The offsets `_Py_DebugOffsets` gives, over `base` (the table's, for what it does not give).
 /// Its layout is 3.13's (`Include/internal/pycore_runtime.h`): 8-byte words, indexed here; other
 /// versions (3.14 changed it) keep the table's. `None` when the version word disagrees with the
@@ -340,4 +325,19 @@ fn debug_offsets(d: &[u8], major: u8, minor: u8, base: &PyOffsets) -> Option<PyO
         unicode_ascii_size: w(70)?,
         ..*base
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_in_name;
+
+    #[test]
+    fn version_from_file_names() {
+        assert_eq!(
+            version_in_name("libpython3.10.so.1.0").as_deref(),
+            Some("3.10")
+        );
+        assert_eq!(version_in_name("python3.9").as_deref(), Some("3.9"));
+        assert_eq!(version_in_name("python3").as_deref(), None);
+    }
 }
