@@ -9,7 +9,8 @@
  *
  * Protocol (stdout, one line each): "ready TICKS_FOUND TICKS_EXPECTED PHASE_NS GAPS" after
  * calibration (GAPS: all gaps seen, TICKS_FOUND: those at the tick's phase);
- * then it waits for a line on stdin (the gate), prints "gate CPU_NS MONO_NS CSW"
+ * then it waits for a line on stdin (the gate: "go", or "go PHASE_NS" to dodge a tick phase found
+ * elsewhere, e.g. from the kernel's own timer interrupt events), prints "gate CPU_NS MONO_NS CSW"
  * (CLOCK_PROCESS_CPUTIME_ID, CLOCK_MONOTONIC, context switches so far), runs, prints
  * "end CPU_NS WINDOWS MONO_NS CSW" and exits.
  */
@@ -116,6 +117,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		return 1;
+	if (sscanf(line, "go %lld", &t) == 1 && t >= 0)
+		phase = t % TICK_NS;
 	printf("gate %lld %lld %ld\n", ns(CLOCK_PROCESS_CPUTIME_ID), ns(CLOCK_MONOTONIC), ctx_switches());
 	fflush(stdout);
 
