@@ -74,6 +74,12 @@ impl KernelSource for Kernel<'_> {
     fn poll(&mut self, timeout: Duration, out: &mut Vec<RingRecord>) -> Result<(), CollectError> {
         if let Some(ring) = &self.ring {
             ring.poll(timeout)?;
+            // Records the kernel submitted without a wakeup (below the ring's threshold) are
+            // read at every poll too, not only once the threshold is reached: a Python sample's
+            // code objects are read from the process while it lives (a short program's samples
+            // waited for the end, its exit, and named no Python function). A read of the ring's
+            // positions in shared memory: no system call, no extra kernel wakeup.
+            ring.drain()?;
         }
         self.take_inbox(out);
         Ok(())
