@@ -297,13 +297,7 @@ int BPF_PROG(on_srv_sys_enter, struct pt_regs *regs, long id)
 
 	if (!srv_is_read(nr) && !srv_is_write(nr))
 		return 0;
-#if defined(__TARGET_ARCH_x86)
-	fd = (long)(int)regs->di;
-#elif defined(__TARGET_ARCH_arm64)
-	fd = (long)(int)regs->regs[0];
-#else
-#error "server chain: unsupported architecture"
-#endif
+	fd = (long)(int)PT_REGS_PARM1_SYSCALL(regs); /* libbpf's per-architecture first argument */
 	if (srv_is_write(nr))
 		return WITH_IRQS_OFF(srv_write(fd));
 	return WITH_IRQS_OFF(srv_read_enter(fd));

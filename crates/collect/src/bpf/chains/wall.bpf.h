@@ -162,6 +162,7 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 	struct pkprof_wall *w;
 	__u32 state = c->switch_state, key = 0;
 	__u64 in = 0, own = 0, reason_part = 0;
+	struct task_struct *cur = bpf_get_current_task_btf(); /* prev, leaving the CPU */
 
 	if (!wall_on || !tid || !count_from_ns)
 		return;
@@ -195,8 +196,7 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 		 * reason: it goes back to running (at most what that period gave its reason).
 		 */
 		if (own && c->sum_at_in && c->cur_tid == tid) {
-			__u64 slice = bpf_get_current_task_btf()->se.sum_exec_runtime -
-				      (c->sum_at_in - 1);
+			__u64 slice = cur->se.sum_exec_runtime - (c->sum_at_in - 1);
 
 			if (slice > now - in) {
 				__u64 back = slice - (now - in);
@@ -224,9 +224,9 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 		w->off_ns = 0;
 		return;
 	}
-	w->off_reason = block_reason(bpf_get_current_task_btf(), state);
+	w->off_reason = block_reason(cur, state);
 	w->off_ns = now;
-	w->run_delay_out = run_delay_of(bpf_get_current_task_btf());
+	w->run_delay_out = run_delay_of(cur);
 	/* Runnable at once when preempted; a blocked thread waits for its wakeup. */
 	w->wake_ns = w->off_reason == PKPROF_BLOCK_RUNNABLE ? now : 0;
 }
