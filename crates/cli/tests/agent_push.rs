@@ -79,9 +79,12 @@ impl Agent {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
+    /// The agent's anonymous resident memory (`RssAnon`: what it allocates, the push queue
+    /// among it); its total RSS also counts the file pages of the binaries it symbolizes, which
+    /// swing by tens of MiB between windows.
     fn rss_kib(&self) -> u64 {
         let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let l = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        let l = s.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
         l.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
