@@ -619,7 +619,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             if r.kthread {
                 p.exe = "[kernel thread]".into();
             } else if p.exe.is_empty() {
-                if let Some(exe) = self.maps.exe(r.pid) {
+                if let Some(exe) = self.maps.exe(r.pid, !r.exited) {
                     p.exe = exe;
                 }
             }

@@ -88,8 +88,10 @@ pub trait ProcessMaps {
         window_full: bool,
         fp_chain: &[u64],
     ) -> UnwoundStack;
-    /// The executable of `pid`, when known.
-    fn exe(&mut self, pid: u32) -> Option<String>;
+    /// The executable of `pid`, when known. `live` false: the process has exited, so only what
+    /// was captured while it lived can be known (asking `/proc` again at every read of every
+    /// exited process cost the agent 5% of its CPU under a fork loop).
+    fn exe(&mut self, pid: u32, live: bool) -> Option<String>;
     /// Whether `pid` runs a CPython pkprof can walk (asked once per process, while it lives).
     fn detect_python(&mut self, _pid: u32) -> PyDetect {
         PyDetect::NotPython

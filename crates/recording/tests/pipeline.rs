@@ -178,7 +178,7 @@ impl ProcessMaps for FakeMaps {
                 unmapped: None,
             })
     }
-    fn exe(&mut self, pid: u32) -> Option<String> {
+    fn exe(&mut self, pid: u32, _live: bool) -> Option<String> {
         self.exes.get(&pid).cloned()
     }
     fn detect_python(&mut self, pid: u32) -> PyDetect {

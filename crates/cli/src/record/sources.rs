@@ -176,9 +176,9 @@ impl ProcessMaps for Symbolizing {
     }
 
     /// The captured process's executable, else (not captured) `/proc/PID/exe` while it lives.
-    fn exe(&mut self, pid: u32) -> Option<String> {
+    fn exe(&mut self, pid: u32, live: bool) -> Option<String> {
         self.0.exe(pid).or_else(|| {
-            std::fs::read_link(format!("/proc/{pid}/exe"))
+            live.then(|| std::fs::read_link(format!("/proc/{pid}/exe")))?
                 .ok()
                 .map(|exe| exe.to_string_lossy().into_owned())
         })
