@@ -215,8 +215,13 @@ fn function_symbols(path: &std::path::Path) -> Vec<(u64, String)> {
     let Ok(file) = std::fs::File::open(path) else {
         return Vec::new();
     };
-    let cache = object::read::ReadCache::new(&file);
-    let Ok(obj) = object::File::parse(&cache) else {
+    // Mapped, not through `ReadCache`: that one reads every symbol name with its own `read`.
+    // SAFETY: a read-only private map of a binary that processes map; blazesym maps its ELF
+    // files the same way (a file truncated under us would fault there too).
+    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
+        return Vec::new();
+    };
+    let Ok(obj) = object::File::parse(&*map) else {
         return Vec::new();
     };
     // (address, size, file offset) of each loaded segment: a symbol's file offset is its
