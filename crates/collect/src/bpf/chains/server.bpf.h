@@ -53,7 +53,8 @@ struct {
 	__type(value, struct pkprof_srv_mark);
 } srv_parked SEC(".maps");
 
-/* Entries of srv_parked (approximate: the sweep may drop some); 0 lets switch-in skip the lookup. */
+/* Entries of srv_parked (an upper bound: the sweep's deletions of marks of threads that never ran
+ * again are not subtracted); 0 lets switch-in skip the lookup. */
 __u64 srv_nparked = 0;
 
 enum pkprof_srv_channel pkprof_srv_channel_btf_anchor SEC(".data.btf_anchor");
@@ -374,10 +375,12 @@ static __always_inline void server_switch_out(struct pkprof_cpu *c, struct pkpro
 	if (prev->pid == prev_tid && !prev->__state && !(prev->flags & PF_EXITING)) {
 		m.tid = c->task_tag_tid;
 		m.since_ns = c->last_ns;
-		if (bpf_map_update_elem(&srv_parked, &prev_tid, &m, BPF_ANY))
-			c->lost.tag_map_full++;
-		else
+		/* Counted only when new: a mark parked again over one the switch-in never took
+		 * (its switch unreported) would otherwise count twice and never reach 0 again. */
+		if (!bpf_map_update_elem(&srv_parked, &prev_tid, &m, BPF_NOEXIST))
 			__sync_fetch_and_add(&srv_nparked, 1);
+		else if (bpf_map_update_elem(&srv_parked, &prev_tid, &m, BPF_EXIST))
+			c->lost.tag_map_full++;
 	}
 	task_tag_close(c);
 }
