@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::netns::Link;
+use common::push_scene::PushScene;
 use common::*;
 use pkprof_profile::{Bucket, Context};
 use support::{Collector, Request, Val};
@@ -119,25 +119,11 @@ fn pushed_per_pid(requests: &[Request]) -> BTreeMap<i64, i128> {
 #[test]
 #[ignore = "needs root and BPF"]
 fn agent_windows_reach_the_collector() {
-    let (hot_bin, send_bin, recv_bin, hog_bin) = (
-        build_workload("hot_split"),
-        build_workload("net_send"),
-        build_workload("net_recv"),
-        build_workload("net_hog"),
-    );
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let collector = Collector::start(tmp, "agent");
-    let link = Link::new("apush", false);
-    let wait = Duration::from_secs(20);
-    let mut hog = Proc::spawn(cmd(&hog_bin, &["1"]));
-    hog.expect("hog", wait);
-    let mut recv = Proc::spawn(cmd(
-        &recv_bin,
-        &[&link.rx.0, "udp", link.rx_addr, "7003", "0"],
-    ));
-    recv.expect("ready", wait);
-    let hot = Proc::spawn(cmd(&hot_bin, &["60"]));
-    let (rpid, hpid, hotpid) = (recv.pid(), hog.pid(), hot.pid());
+    let scene = PushScene::start("apush", "7003", 60);
+    let hot_bin = scene.hot_bin.clone();
+    let (rpid, hpid, hotpid) = (scene.recv.pid(), scene.hog.pid(), scene.hot.pid());
     let agent = Agent::start(
         "push",
         &[
@@ -149,19 +135,7 @@ fn agent_windows_reach_the_collector() {
             &collector.endpoint(),
         ],
     );
-    let args = [
-        &link.tx.0[..],
-        "udp",
-        link.rx_addr,
-        "7003:1",
-        "0",
-        "3",
-        "64",
-        "0",
-    ];
-    let mut sender = Proc::spawn(cmd(&send_bin, &args));
-    sender.expect("sent", wait);
-    sender.wait(wait);
+    scene.flood("3");
     // The dump closes the open window (pushed too) and merges every window kept in memory.
     let dump_file = tmp.join("agent-push-dump.pkprof");
     agent.ctl(&["dump", "-o", dump_file.to_str().unwrap()]);
@@ -170,11 +144,7 @@ fn agent_windows_reach_the_collector() {
     let status = agent.ctl(&["status"]);
     eprintln!("{status}");
     agent.stop();
-    drop(hot);
-    recv.close_stdin();
-    recv.expect("received", wait);
-    hog.close_stdin();
-    hog.expect("spun", wait);
+    scene.finish();
     let dump = pkprof_profile::load(&dump_file).expect("the dump reads back");
     assert_eq!(
         requests.len() as u64,

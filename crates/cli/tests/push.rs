@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::netns::Link;
+use common::push_scene::PushScene;
 use common::*;
 use pkprof_profile::{Context, Profile};
 use support::{Collector, Resource, Val};
@@ -62,52 +62,21 @@ fn samples_total(r: &Resource, pred: impl Fn(&support::Sample) -> bool) -> i128 
 #[test]
 #[ignore = "needs root and BPF"]
 fn recorded_workloads_arrive_at_the_collector() {
-    let (hot_bin, send_bin, recv_bin, hog_bin) = (
-        build_workload("hot_split"),
-        build_workload("net_send"),
-        build_workload("net_recv"),
-        build_workload("net_hog"),
-    );
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let collector = Collector::start(tmp, "push");
-    let link = Link::new("push", false);
-    let wait = Duration::from_secs(20);
-    let mut hog = Proc::spawn(cmd(&hog_bin, &["1"]));
-    hog.expect("hog", wait);
-    let mut recv = Proc::spawn(cmd(
-        &recv_bin,
-        &[&link.rx.0, "udp", link.rx_addr, "7002", "0"],
-    ));
-    recv.expect("ready", wait);
-    // Runs past the recording (killed at the end): the record start-up takes a few seconds.
-    let hot = Proc::spawn(cmd(&hot_bin, &["30"]));
-    let (rpid, hpid, hotpid) = (recv.pid(), hog.pid(), hot.pid());
+    // The hot process runs past the recording (killed at the end): the record start-up takes a
+    // few seconds.
+    let scene = PushScene::start("push", "7002", 30);
+    let hot_bin = scene.hot_bin.clone();
+    let (rpid, hpid, hotpid) = (scene.recv.pid(), scene.hog.pid(), scene.hot.pid());
     let pids = format!("{rpid},{hpid},{hotpid}");
     let file = tmp.join("push.pkprof");
     let p = record(
         &file,
         &["-F", "999", "-p", &pids, "--duration", "3"],
-        || {
-            let args = [
-                &link.tx.0[..],
-                "udp",
-                link.rx_addr,
-                "7002:1",
-                "0",
-                "2",
-                "64",
-                "0",
-            ];
-            let mut sender = Proc::spawn(cmd(&send_bin, &args));
-            sender.expect("sent", wait);
-            sender.wait(wait);
-        },
+        || scene.flood("2"),
     );
-    recv.close_stdin();
-    recv.expect("received", wait);
-    hog.close_stdin();
-    hog.expect("spun", wait);
-    drop(hot);
+    scene.finish();
 
     let out = Command::new(pkprof_bin())
         .args(["push", "--otlp", &collector.endpoint()])

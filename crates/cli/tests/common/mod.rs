@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod netns;
+pub mod push_scene;
 pub mod tmux;
 
 pub fn pkprof_bin() -> PathBuf {
