@@ -39,6 +39,8 @@ pub struct WakeLabel {
     pub tid: u32,
     pub comm: String,
     pub context: SampleContext,
+    /// A kernel thread: its task context is no system call.
+    pub kthread: bool,
     pub blocked: Option<BlockReason>,
 }
 

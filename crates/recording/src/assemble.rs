@@ -286,7 +286,8 @@ pub fn add_samples(
                             pid: w.pid,
                             tid: w.tid,
                             comm: w.comm.clone(),
-                            context: context(w.context, true),
+                            // A task waker is in a system call, unless it is a kernel thread.
+                            context: context(w.context, !w.kthread),
                             blocked: w.blocked,
                         })
                         .collect(),

@@ -370,6 +370,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                 tid: w.tid,
                 comm: w.comm.clone(),
                 context: w.context,
+                kthread: w.kthread,
                 blocked: w.blocked.map(|(_, r)| r),
             })
             .collect();

@@ -1223,3 +1223,64 @@ fn off_cpu_samples_splice_their_python_frames() {
         "{w:?}"
     );
 }
+
+#[test]
+fn a_kernel_thread_waker_is_not_labelled_as_in_a_system_call() {
+    let mut maps = FakeMaps::default();
+    let app = served(100, "app", true);
+    let woken_by = |pid: u32, comm: &str, kthread: bool| {
+        RingRecord::OffCpu(Box::new(pkprof_attribution::OffCpuEvent {
+            sample: SampleEvent {
+                ustack: vec![0x1000],
+                ..sample(100, "app", Some(app.clone()))
+            },
+            off_ns: 0,
+            offcpu_ns: 1_000_000,
+            blocked_ns: 1_000_000,
+            weight_ns: 1_000_000,
+            reason: pkprof_profile::BlockReason::Io,
+            chain: vec![pkprof_attribution::WakerEvent {
+                pid,
+                tid: pid,
+                comm: comm.into(),
+                context: SampleContext::Kernel,
+                kthread,
+                blocked: None,
+            }],
+            waker_kstack: Vec::new(),
+            waker_ustack: Vec::new(),
+        }))
+    };
+    let batch = vec![
+        woken_by(7, "kworker/0:1", true),
+        woken_by(200, "writer", false),
+    ];
+    let mut kernel = FakeKernel::with(vec![batch]);
+    let rec = record(&mut kernel, &mut maps, TargetSet::Kernel, &[100], false);
+    let mut sym = symbols();
+    let frame = rec.last_frame.clone().unwrap_or_default();
+    let meta = meta::build(meta_inputs(&rec, &frame));
+    let extras = Extras {
+        func_counts: Vec::new(),
+        bpf_stats_unmeasured: false,
+        off_cpu: Some(pkprof_profile::OffCpu::default()),
+    };
+    let p = pkprof_recording::profile(meta, &rec, &mut sym, extras);
+    let off = p.off_cpu.as_ref().expect("off-CPU groups");
+    let mut wakers: Vec<(String, pkprof_profile::Context)> = off
+        .groups
+        .iter()
+        .flat_map(|g| g.chain.iter().map(|w| (w.comm.clone(), w.context)))
+        .collect();
+    wakers.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        wakers,
+        [
+            (
+                "kworker/0:1".to_string(),
+                pkprof_profile::Context::KernelTask
+            ),
+            ("writer".to_string(), pkprof_profile::Context::Syscall),
+        ]
+    );
+}
