@@ -128,7 +128,8 @@ pub(crate) fn wall_counters(
 }
 
 /// `wall_close_off` (chains/wall.bpf.h) for the reader: the off period of `w` ends at `r`'s
-/// switch-in, waiting as long as the scheduler said, the rest under its reason.
+/// switch-in, waiting as long as the scheduler said, the rest under its reason. A mirror: the
+/// test `close_off_agrees_with_the_bpf_side` runs both on the same cases and compares.
 fn close_off(w: &mut pkprof_wall, r: &pkprof_wall_cpu) {
     const RUNNABLE: usize = 0;
     let other = NR_BLOCK_REASONS; // the last reason
@@ -563,5 +564,146 @@ mod tests {
         ] {
             assert_eq!(classes(&c), c.wall_ns, "{c:?}");
         }
+    }
+
+    /// The BPF side's `wall_close_off` and this file's mirror of it, fed the same cases: a
+    /// syscall program (tests/bpf/wall_close_off.bpf.c, compiled here with the build's flags)
+    /// runs the real function on each case through BPF_PROG_TEST_RUN, and both results must
+    /// agree field by field (issue 11: a mirror is kept only with such a test).
+    #[test]
+    #[ignore = "needs root and BPF"]
+    fn close_off_agrees_with_the_bpf_side() {
+        use std::path::Path;
+        use std::process::Command;
+
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Case {
+            w: pkprof_wall,
+            r: pkprof_wall_cpu,
+        }
+        unsafe impl plain::Plain for Case {}
+
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let tmp = std::env::temp_dir().join(format!("pkprof-mirror-{}", std::process::id()));
+        std::fs::create_dir_all(tmp.join("bpf")).unwrap();
+        for (name, contents) in libbpf_rs::libbpf_sys::API_HEADERS.iter() {
+            std::fs::write(tmp.join("bpf").join(name), contents).unwrap();
+        }
+        let obj_path = tmp.join("wall_close_off.bpf.o");
+        let out = Command::new("clang")
+            .args(["-g", "-O2", "-fno-stack-protector", "-target", "bpf"])
+            .args(env!("PKPROF_BPF_CLANG_ARGS").split('\u{1f}'))
+            .arg(format!("-I{}", tmp.display()))
+            .args(["-DPKPROF_CHAINS(CHAIN)=", "-DPKPROF_SINKS(SINK)="])
+            .arg("-DPKPROF_OBSERVERS(OBSERVER)=OBSERVER(wall)")
+            .arg("-c")
+            .arg("tests/bpf/wall_close_off.bpf.c")
+            .arg("-o")
+            .arg(&obj_path)
+            .current_dir(dir)
+            .output()
+            .expect("running clang");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut open = libbpf_rs::ObjectBuilder::default()
+            .open_file(&obj_path)
+            .expect("opening the test object");
+        for mut p in open.progs_mut() {
+            let run = p.name() == "close_off";
+            p.set_autoload(run);
+        }
+        let obj = open.load().expect("loading the test program (root?)");
+        let cases_map = obj
+            .maps()
+            .find(|m| m.name() == "cases")
+            .expect("the cases map");
+        let prog = obj
+            .progs_mut()
+            .find(|p| p.name() == "close_off")
+            .expect("the close_off program");
+
+        // Cases: waits known (within the span, beyond it, none), unknown (preempted, blocked),
+        // a run_delay that went back, a reason out of range, and a pseudo-random spread of
+        // lengths over the histogram's buckets.
+        let mut cases = Vec::new();
+        let base = |reason: u32, off: u64, out: u64| {
+            let mut w = followed();
+            w.off_ns = off;
+            w.off_reason = reason;
+            w.run_delay_out = out;
+            w
+        };
+        let r = |in_ns: u64, delay: u64, known: u32| pkprof_wall_cpu {
+            in_ns,
+            run_delay_ns: delay,
+            wait_known: known,
+            ..Default::default()
+        };
+        cases.push((base(5, 2_000, 100), r(3_000, 400, 1)));
+        cases.push((base(5, 2_000, 100), r(3_000, 5_000, 1)));
+        cases.push((base(5, 2_000, 100), r(3_000, 100, 1)));
+        cases.push((base(0, 2_000, 100), r(3_000, 0, 0)));
+        cases.push((base(3, 2_000, 100), r(3_000, 0, 0)));
+        cases.push((base(3, 2_000, 500), r(3_000, 400, 1)));
+        cases.push((
+            base(NR_BLOCK_REASONS as u32 + 7, 2_000, 0),
+            r(9_000, 1_000, 1),
+        ));
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..200 {
+            let reason = (next() % (NR_BLOCK_REASONS as u64 + 2)) as u32;
+            let off = next() % (1 << 40);
+            let span = next() >> (next() % 64);
+            let out = next() % (1 << 30);
+            let delay = out.wrapping_add(next() >> (next() % 64)) % (1 << 62);
+            let known = (next() % 4 != 0) as u32;
+            cases.push((
+                base(reason, off, out),
+                r(off + span % (1 << 50), delay, known),
+            ));
+        }
+
+        for (i, (w, r)) in cases.into_iter().enumerate() {
+            let case = Case { w, r };
+            let key = 0u32.to_ne_bytes();
+            cases_map
+                .update(&key, unsafe { plain::as_bytes(&case) }, MapFlags::ANY)
+                .expect("writing the case");
+            let ran = prog
+                .test_run(ProgramInput::default())
+                .expect("BPF_PROG_TEST_RUN");
+            assert_eq!(ran.return_value, 0);
+            let back = cases_map
+                .lookup(&key, MapFlags::ANY)
+                .expect("reading the case back")
+                .expect("the case");
+            let mut kernel = Case::default();
+            plain::copy_from_bytes(&mut kernel, &back).expect("the case read back");
+            let mut mirror = w;
+            close_off(&mut mirror, &r);
+            let k = &kernel.w;
+            let what = format!(
+                "case {i}: reason {} off {} in {} delay {} out {} known {}",
+                w.off_reason, w.off_ns, r.in_ns, r.run_delay_ns, w.run_delay_out, r.wait_known
+            );
+            assert_eq!(k.off_class_ns, mirror.off_class_ns, "{what}");
+            assert_eq!(k.off_count, mirror.off_count, "{what}");
+            assert_eq!(k.runq_waits, mirror.runq_waits, "{what}");
+            assert_eq!(k.runq_max_ns, mirror.runq_max_ns, "{what}");
+            assert_eq!(k.runq_hist, mirror.runq_hist, "{what}");
+            assert_eq!(k.wake_unseen, mirror.wake_unseen, "{what}");
+            assert_eq!(k.off_ns, mirror.off_ns, "{what}");
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
     }
 }
