@@ -47,6 +47,24 @@ fn with_build_id(bytes: &[u8], n: u32) -> Vec<u8> {
     out
 }
 
+/// The agent's heap in use (KiB, `ctl status`): with RssAnon, it tells a leak from memory the
+/// allocator keeps (0 if the status cannot be read).
+fn heap_kib(sock: &Path) -> u64 {
+    let out = Command::new(pkprof_bin())
+        .args(["ctl", "--socket"])
+        .arg(sock)
+        .arg("status")
+        .output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    text.ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("memory"))?.to_string();
+            let before = line.split(" KiB heap in use").next()?;
+            before.rsplit(' ').next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
 fn fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
@@ -124,13 +142,15 @@ fn agent_stays_bounded_under_process_churn() {
 
     // A second a sample: 6 s of warm-up, 10 early ones, ..., the last 10 of 40 s.
     let t0 = Instant::now();
-    let mut samples: Vec<(usize, u64, u64)> = Vec::new();
+    let mut samples: Vec<(usize, u64, u64, u64)> = Vec::new();
+    let sock = tmp.join("agent.sock");
     while t0.elapsed() < Duration::from_secs(40) {
         std::thread::sleep(Duration::from_secs(1));
         samples.push((
             fds(pid),
             status_kib(pid, "RssAnon:"),
             status_kib(pid, "RssFile:"),
+            heap_kib(&sock),
         ));
     }
     stop.store(true, Ordering::Relaxed);
@@ -145,7 +165,9 @@ fn agent_stays_bounded_under_process_churn() {
     let status = String::from_utf8_lossy(&status.stdout).to_string();
     eprintln!("{status}");
     let (early, late) = (&samples[6..16], &samples[samples.len() - 10..]);
-    eprintln!("{started} binaries run; (fds, RssAnon, RssFile KiB) per second: {samples:?}");
+    eprintln!(
+        "{started} binaries run; (fds, RssAnon, RssFile, heap in use KiB) per second: {samples:?}"
+    );
 
     // Enough distinct binaries ran that keeping them would show: each sampled one is a file.
     assert!(started >= 150, "only {started} binaries ran");

@@ -148,9 +148,10 @@ impl Health {
         let y = &self.symbolizer;
         let _ = writeln!(
             t,
-            "memory       {} KiB resident; symbolizer {} files open, {} KiB unwind tables; \
-             freed {} exited processes, {} files",
+            "memory       {} KiB resident, {} KiB heap in use; symbolizer {} files open, {} KiB \
+             unwind tables; freed {} exited processes, {} files",
             rss_bytes() >> 10,
+            crate::self_usage::heap_in_use_bytes() >> 10,
             y.open_files,
             y.unwind_bytes >> 10,
             y.processes_freed,
