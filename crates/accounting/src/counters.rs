@@ -208,6 +208,8 @@ pub struct LostCounters {
     pub missed_switch: u64,
     /// Times the kernel skipped one of our programs because another BPF program was running.
     pub bpf_recursion_misses: u64,
+    /// An OTHER off period's kernel function did not fit in its table (its time stays OTHER).
+    pub other_fn_full: u64,
 }
 
 impl LostCounters {

@@ -192,6 +192,7 @@ impl Collector {
         // table with room once the finished entries are deleted) or is charged as untracked.
         let table_full =
             threads.len().saturating_sub(finished.len()) >= self.max_threads() as usize;
+        let other_fns = crate::chains::wall::other_fns(&self.skel.maps, &finished)?;
         // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
         map_walk::delete(
             &self.skel.maps.threads,
@@ -205,6 +206,7 @@ impl Collector {
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0),
             split_modes: self.options.syscalls,
+            other_fns,
             ..Snapshot::default()
         };
         for (i, c) in cpus.iter().enumerate() {
@@ -218,6 +220,7 @@ impl Collector {
             snap.lost.ctx_reset += l.ctx_reset;
             snap.lost.tag_map_full += l.tag_map_full;
             snap.lost.missed_switch += l.missed_switch;
+            snap.lost.other_fn_full += l.other_fn_full;
         }
         let swept = self.sweep_chains(now)?;
         snap.sockets_pending_ns = swept.held_ns;
