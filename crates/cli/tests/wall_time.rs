@@ -197,6 +197,18 @@ fn wall_classes_add_up_and_agree_with_schedstat() {
     }
 }
 
+/// GET /metrics over HTTP/1.0 (the server closes the connection): the body.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    raw.split_once("\r\n\r\n")
+        .map_or(raw.clone(), |(_, b)| b.to_string())
+}
+
 /// The name /proc/PID/task/TID/wchan gives most often while polled for `span` (the kernel's own
 /// "where is it blocked": the first function outside the scheduler), "0" and "" left out.
 fn wchan_mode(pid: u32, tid: u32, span: Duration) -> Option<String> {
@@ -225,7 +237,13 @@ fn other_blocked_time_goes_to_the_kernel_function() {
     let bin = build_workload("other_blocked");
     let mut wl = Proc::spawn(cmd(&bin, &[]));
     let pid = wl.pid();
-    let mut top = Top::start(&["-d", "0.5", "-p", &pid.to_string()]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut top = Top::start(&["-d", "0.5", "-p", &pid.to_string(), "--listen", &listen]);
     wl.send_line("go");
     let waiter: u32 = wl.expect("waiter", Duration::from_secs(10))[0]
         .parse()
@@ -264,11 +282,18 @@ fn other_blocked_time_goes_to_the_kernel_function() {
             .find(|f| f["function"] == name)
             .map_or((0, 0), |f| (u64_of(f, "ns"), u64_of(f, "count")))
     };
+    // The process's first row (it has none before its first switch-out after the gate): its
+    // /metrics series count from then (it gets its slot there: the only process shown).
+    let mut first: Option<Value> = None;
     let frame = top.wait_for(Duration::from_secs(20), |f| {
-        rows(f)
-            .iter()
-            .any(|r| r["pid"] == pid && fn_of(r, &wait_fn).1 >= 3 && fn_of(r, &stop_fn).1 >= 1)
+        let row = rows(f).iter().find(|r| r["pid"] == pid);
+        if first.is_none() {
+            first = row.cloned();
+        }
+        row.is_some_and(|r| fn_of(r, &wait_fn).1 >= 3 && fn_of(r, &stop_fn).1 >= 1)
     });
+    let first = first.unwrap();
+    let metrics = http_get(port, "/metrics");
     wl.send_line("end");
     wl.wait(Duration::from_secs(10));
     top.stop();
@@ -291,6 +316,26 @@ fn other_blocked_time_goes_to_the_kernel_function() {
         row["other_fns"]
     );
     assert_ne!(wait_fn, stop_fn);
+    for (function, ns) in [(&wait_fn, wait_ns), (&stop_fn, stop_ns)] {
+        let ns = ns - fn_of(&first, function).0;
+        let (head, tail) = (
+            format!("pkprof_wall_other_function_seconds_total{{pid=\"{pid}\","),
+            format!(",function=\"{function}\"}}"),
+        );
+        let series = format!("{head}..{tail}");
+        let v: f64 = (metrics.lines())
+            .filter(|l| l.starts_with(&head))
+            .find_map(|l| l.split_once(&tail).map(|(_, v)| v.trim()))
+            .unwrap_or_else(|| panic!("no {series} in /metrics:\n{metrics}"))
+            .parse()
+            .unwrap();
+        // The scrape may be a frame later than the JSON frame: the same (both periods ended
+        // before).
+        assert!(
+            (v * 1e9 - ns as f64).abs() < 1e3,
+            "{series}{v} vs --json {ns} ns"
+        );
+    }
     // The functions are part of OTHER (closed periods only).
     assert!(listed <= other, "functions {listed} ns > OTHER {other} ns");
     // The workload's clock spans a little more than the blocked period (the fork and the
