@@ -254,6 +254,27 @@ fn other_blocked_time_goes_to_the_kernel_function() {
         .unwrap();
     wl.expect("stopping", Duration::from_secs(10));
     let stop_fn = wchan_mode(pid, pid, Duration::from_millis(300)).expect("stopped wchan");
+    // The process's first row (it has none before its first switch-out after the gate): its
+    // /metrics series count from then (it gets its slot there: the only process shown).
+    let mut first: Option<Value> = None;
+    let fn_of = |row: &Value, name: &str| -> (u64, u64) {
+        (row["other_fns"].as_array().unwrap().iter())
+            .find(|f| f["function"] == name)
+            .map_or((0, 0), |f| (u64_of(f, "ns"), u64_of(f, "count")))
+    };
+    // While it is stopped: the open period already shows under its function (not counted yet).
+    let live = top.wait_for(Duration::from_secs(10), |f| {
+        let row = rows(f).iter().find(|r| r["pid"] == pid);
+        if first.is_none() {
+            first = row.cloned();
+        }
+        row.is_some_and(|r| fn_of(r, &stop_fn).0 > 0)
+    });
+    let live = fn_of(
+        rows(&live).iter().find(|r| r["pid"] == pid).unwrap(),
+        &stop_fn,
+    );
+    assert_eq!(live.1, 0, "an open period is not counted yet");
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     assert!(
         state
@@ -273,18 +294,17 @@ fn other_blocked_time_goes_to_the_kernel_function() {
         .parse()
         .unwrap();
     eprintln!(
-        "workload: waited {:.3} ms in {wait_fn}, stopped {:.3} ms in {stop_fn}",
+        "workload: waited {:.3} ms in {wait_fn}, stopped {:.3} ms in {stop_fn} (shown while \
+         stopped: {:.3} ms)",
         waited as f64 / 1e6,
-        stopped as f64 / 1e6
+        stopped as f64 / 1e6,
+        live.0 as f64 / 1e6
     );
-    let fn_of = |row: &Value, name: &str| -> (u64, u64) {
-        (row["other_fns"].as_array().unwrap().iter())
-            .find(|f| f["function"] == name)
-            .map_or((0, 0), |f| (u64_of(f, "ns"), u64_of(f, "count")))
-    };
-    // The process's first row (it has none before its first switch-out after the gate): its
-    // /metrics series count from then (it gets its slot there: the only process shown).
-    let mut first: Option<Value> = None;
+    assert!(
+        live.0 <= stopped,
+        "open {} ns > stopped {stopped} ns",
+        live.0
+    );
     let frame = top.wait_for(Duration::from_secs(20), |f| {
         let row = rows(f).iter().find(|r| r["pid"] == pid);
         if first.is_none() {

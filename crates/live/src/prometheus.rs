@@ -46,6 +46,10 @@ struct Member {
     /// the rest stay monotonic).
     fn_offset: HashMap<String, u64>,
     fn_labels: Vec<String>,
+    /// What each of its function series said last: a period still open may read a little more
+    /// than it closes at (its wait for a CPU once woken is known at its switch-in only), so a
+    /// series holds its value until the figure passes it.
+    fn_last: HashMap<String, u64>,
 }
 
 /// Label sets (pid, comm) that left the exposition, with when (frame time, Unix seconds).
@@ -163,6 +167,7 @@ impl Exposition {
                 .map(|f| (f.function.clone(), f.ns))
                 .collect();
             m.fn_labels.clear();
+            m.fn_last.clear();
             exported += 1;
         }
     }
@@ -335,6 +340,9 @@ fn write_other_fns(s: &mut String, pid: &str, r: &Row, m: &mut Member) {
         own.push(("other", rest));
     }
     for (function, ns) in own {
+        let last = m.fn_last.entry(function.to_string()).or_default();
+        *last = ns.max(*last);
+        let ns = *last;
         let _ = writeln!(
             s,
             "pkprof_wall_other_function_seconds_total{{pid=\"{pid}\",comm=\"{comm}\",function=\"{}\"}} {}",
