@@ -163,9 +163,14 @@ impl Exposition {
             }
             m.exported = true;
             m.comm = r.comm.clone();
-            m.fn_offset = (r.other_fns.iter())
-                .map(|f| (f.function.clone(), f.ns))
-                .collect();
+            // As its other series: from attach when exported from its first refresh.
+            m.fn_offset = if m.shown {
+                (r.other_fns.iter())
+                    .map(|f| (f.function.clone(), f.ns))
+                    .collect()
+            } else {
+                HashMap::new()
+            };
             m.fn_labels.clear();
             m.fn_last.clear();
             exported += 1;
@@ -631,8 +636,8 @@ mod tests {
                     ..Default::default()
                 })
                 .collect();
-            // Its series count from its slot, at frame 1 (f1 had 1 s then).
-            let want: u64 = r.other_fns.iter().map(|f| f.ns).sum::<u64>() - S;
+            // Exported from its first refresh: its series count from attach.
+            let want: u64 = r.other_fns.iter().map(|f| f.ns).sum::<u64>();
             e.update(&Interval {
                 rows: vec![r],
                 unix_s: frame as f64,
