@@ -161,6 +161,13 @@ struct pkprof_wall {
 	__u64 runq_max_ns;
 	__u32 runq_hist[PKPROF_RUNQ_HIST];
 	__u64 off_func;      /* OTHER: the kernel code it blocked in (a return address, 0: unknown) */
+	/* The last OTHER function read from its stack, and where it blocked then (its state, system
+	 * call and user return address): an OTHER switch-out from the same place reuses it, up to
+	 * PKPROF_OTHER_FN_REUSE times in a row (a stack read costs microseconds). */
+	__u64 other_func;
+	__u64 other_key;
+	__u32 other_reuse;
+	__u32 pad_other;
 };
 
 /*
@@ -171,7 +178,8 @@ struct pkprof_wall {
  */
 enum pkprof_other_fns {
 	PKPROF_OTHER_FNS = 4096, /* entries of `wall_other_fns` */
-	PKPROF_OTHER_FN_DEPTH = 24, /* kernel frames read at an OTHER switch-out */
+	PKPROF_OTHER_FN_DEPTH = 12, /* kernel frames read at an OTHER switch-out */
+	PKPROF_OTHER_FN_REUSE = 15, /* OTHER switch-outs from one place between two stack reads */
 };
 
 struct pkprof_other_fn_key {
