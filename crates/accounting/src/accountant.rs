@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use crate::counters::{Counters, CpuCounters, NR_SOFTIRQS};
 use crate::filter::Filter;
 use crate::interval::{Buckets, CpuRow, Interval, Row, SelfUsage, SyscallRow, TagStats};
+use crate::other_fns::OtherFnTable;
 use crate::snapshot::{Snapshot, ThreadSample};
 
 /// Most syscall rows an interval carries (highest counts first).
@@ -34,6 +35,8 @@ pub struct Accountant {
     dead: HashMap<u32, DeadThreads>,
     /// Bucket sums of rows that have exited (their totals no longer come from the kernel).
     exited: Buckets,
+    /// OTHER's kernel functions of exited threads (their own table).
+    other_fns: OtherFnTable,
 }
 
 impl Accountant {
@@ -48,6 +51,7 @@ impl Accountant {
             prev_cpus: HashMap::new(),
             dead: HashMap::new(),
             exited: Buckets::default(),
+            other_fns: OtherFnTable::default(),
         }
     }
 
@@ -107,6 +111,11 @@ impl Accountant {
         } else {
             self.process_rows(&threads)
         };
+        let refs: Vec<&ThreadSample> = threads.iter().map(|(t, _, _)| *t).collect();
+        let mut fns = self.other_fns.rows(&snap.other_fns, &refs, self.per_thread);
+        for r in &mut rows {
+            r.other_fns = fns.remove(&r.tid.unwrap_or(r.pid)).unwrap_or_default();
+        }
         let buckets = self.buckets(snap, &rows);
         rows.retain(|r| self.filter.keeps(r.pid, r.tid, &r.comm, r.cgroup_id));
         for r in &mut rows {

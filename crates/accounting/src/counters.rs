@@ -208,6 +208,8 @@ pub struct LostCounters {
     pub missed_switch: u64,
     /// Times the kernel skipped one of our programs because another BPF program was running.
     pub bpf_recursion_misses: u64,
+    /// An OTHER off period's kernel function did not fit in its table (its time stays OTHER).
+    pub other_fn_full: u64,
 }
 
 impl LostCounters {
@@ -220,10 +222,11 @@ impl LostCounters {
             + self.tag_map_full
             + self.missed_switch
             + self.bpf_recursion_misses
+            + self.other_fn_full
     }
 
     /// (name, value) pairs in a fixed order, for renderers.
-    pub fn fields(&self) -> [(&'static str, u64); 8] {
+    pub fn fields(&self) -> [(&'static str, u64); 9] {
         [
             ("thread_map_full", self.thread_map_full),
             ("syscall_map_full", self.syscall_map_full),
@@ -233,6 +236,7 @@ impl LostCounters {
             ("tag_map_full", self.tag_map_full),
             ("missed_switch", self.missed_switch),
             ("bpf_recursion_misses", self.bpf_recursion_misses),
+            ("other_fn_full", self.other_fn_full),
         ]
     }
 }

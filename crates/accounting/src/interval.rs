@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::counters::{Counters, CpuCounters, LostCounters, NR_SOFTIRQS};
+use crate::other_fns::OtherFn;
 
 /// One process (or thread with per-thread rows) in an interval.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -53,6 +54,9 @@ pub struct Row {
     pub delta: Counters,
     /// Cumulative since attach (exited threads included).
     pub total: Counters,
+    /// Time blocked as OTHER by the kernel function it blocked in, cumulative since attach
+    /// (exited threads included), the largest first; part of `total.wall`'s OTHER.
+    pub other_fns: Vec<OtherFn>,
 }
 
 /// One CPU over the interval; busy + idle + irq + softirq = 100.

@@ -9,6 +9,7 @@ pub mod accountant;
 pub mod counters;
 pub mod filter;
 pub mod interval;
+pub mod other_fns;
 pub mod snapshot;
 pub mod wall;
 
@@ -18,5 +19,6 @@ pub use counters::{
 };
 pub use filter::Filter;
 pub use interval::{Buckets, CpuRow, Interval, ProgStat, Row, SelfUsage, SyscallRow, TagStats};
+pub use other_fns::{name_other_fns, OtherFn, OtherFnSample};
 pub use snapshot::{Snapshot, SyscallCount, ThreadSample};
 pub use wall::{RunqHist, WallCounters, BLOCK_REASONS, NR_BLOCK_REASONS, RUNQ_HIST};

@@ -2,6 +2,7 @@
 
 use crate::counters::{Counters, CpuCounters, LostCounters};
 use crate::interval::ProgStat;
+use crate::other_fns::OtherFnSample;
 
 /// One thread's cumulative counters since attach, including the slice still running at read time.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -51,4 +52,7 @@ pub struct Snapshot {
     /// Held socket time that user space expired (socket idle past the expiry), cumulative.
     pub swept_expired_ns: u64,
     pub swept_expired_tags: u64,
+    /// OTHER blocked time by (thread, kernel return address) since attach (their own table,
+    /// docs/design.md "Wall time"); the entries of threads read `exited` are not read again.
+    pub other_fns: Vec<OtherFnSample>,
 }

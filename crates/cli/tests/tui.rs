@@ -494,3 +494,104 @@ fn ctrl_z_suspends_and_fg_redraws() {
         s.contains("exit=0")
     });
 }
+
+/// `b` on a process: its threads, each with its wall-time classes over the interval adding up to
+/// WALL% (100 for a thread alive throughout), and each blocked for the reason its code gives it
+/// (tests/workloads/wall_classes.c: sleep, a pipe read, a mutex, poll; two spinners sharing a
+/// CPU wait for it). `b` again: back to the process table.
+#[test]
+#[ignore = "needs root and BPF"]
+fn b_shows_a_processs_threads_and_where_their_time_went() {
+    let mut w = Proc::spawn(common::cmd(&build_workload("wall_classes"), &["4"]));
+    let pid = w.pid();
+    let cmd = format!(
+        "{} top -d 0.5 -p {pid}; echo \"exit=$?\" > {d}/status; sleep 120",
+        pkprof_bin().display(),
+        d = std::env::temp_dir()
+            .join(format!("pkprof-test-breakdown-{}", std::process::id()))
+            .display()
+    );
+    let t = Tmux::start_sized("breakdown", &cmd, 220, 50);
+    wait_table(&t, "the process table", |t| t.header.contains("CPU%"));
+    // The process has a row from its first switch-out after the gate.
+    w.send_line("go");
+    wait_table(&t, "the workload's row", |t| ids(t).contains(&pid));
+    t.keys(&["b"]);
+    let title = format!("threads of PID {pid}");
+    // Rows under the breakdown's header (TID ... OTHER IN), inside the border.
+    let thread_rows = |s: &str| -> Vec<Vec<String>> {
+        (s.lines().skip_while(|l| !l.contains("OTHER IN")).skip(1))
+            .map_while(inside_border)
+            .filter(|r| !r.trim().is_empty())
+            .map(|r| r.split_whitespace().map(str::to_owned).collect())
+            .collect()
+    };
+    // Two refreshes later, still within the run: the six threads (and the feeder, and main)
+    // each have a row over a whole interval.
+    std::thread::sleep(Duration::from_millis(1200));
+    let screen = t.wait_screen("the breakdown", Duration::from_secs(10), |s| {
+        s.contains(&title) && thread_rows(s).len() >= 7
+    });
+    eprintln!("{screen}");
+    let mut kinds: std::collections::HashMap<String, String> = Default::default();
+    for _ in 0..6 {
+        let l = w.expect("thread", Duration::from_secs(20));
+        kinds.insert(l[0].clone(), l[1].clone());
+    }
+    w.wait(Duration::from_secs(10));
+    // Columns: TID COMMAND RUN% USER% SYS% IRQ% WAIT% P50 P99 MAX IO% NET% IPC% LOCK% SLEEP%
+    // POLL% OTHER% WALL% +NET% +BLK% +WQ% +SRV% (then OTHER IN).
+    let col = |name: &str| {
+        [
+            "TID", "COMMAND", "RUN%", "USER%", "SYS%", "IRQ%", "WAIT%", "P50", "P99", "MAX", "IO%",
+            "NET%", "IPC%", "LOCK%", "SLEEP%", "POLL%", "OTHER%", "WALL%",
+        ]
+        .iter()
+        .position(|n| *n == name)
+        .unwrap()
+    };
+    let mut checked = 0;
+    for row in thread_rows(&screen) {
+        let Some(kind) = kinds.get(&row[0]) else {
+            continue; // main, feeder
+        };
+        let v = |name: &str| row[col(name)].parse::<f64>().unwrap();
+        let classes = [
+            "RUN%", "WAIT%", "IO%", "NET%", "IPC%", "LOCK%", "SLEEP%", "POLL%",
+        ]
+        .iter()
+        .chain(["OTHER%"].iter())
+        .map(|n| v(n))
+        .sum::<f64>();
+        // Nine cells rounded to 0.1 each.
+        assert!(
+            (classes - v("WALL%")).abs() <= 0.5,
+            "{kind}: classes {classes:.1} vs WALL% {} in {row:?}",
+            v("WALL%")
+        );
+        assert!(
+            (v("WALL%") - 100.0).abs() <= 1.0,
+            "{kind}: alive throughout, WALL% {}",
+            v("WALL%")
+        );
+        let own = match kind.as_str() {
+            "sleep" => Some("SLEEP%"),
+            "pipe" => Some("IPC%"),
+            "lock" => Some("LOCK%"),
+            "poll" => Some("POLL%"),
+            _ => None,
+        };
+        let blocked = ["IO%", "NET%", "IPC%", "LOCK%", "SLEEP%", "POLL%", "OTHER%"];
+        match own {
+            Some(c) => assert!(
+                blocked.iter().all(|b| v(b) <= v(c)),
+                "{kind}: {c} is not its largest blocked class in {row:?}"
+            ),
+            None => assert!(v("WAIT%") >= 20.0, "{kind}: spinner WAIT% in {row:?}"),
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 6, "every workload thread has a row:\n{screen}");
+    t.keys(&["b"]);
+    wait_table(&t, "the process table again", |t| t.header.contains("CPU%"));
+}

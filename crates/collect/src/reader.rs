@@ -10,7 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use libbpf_rs::{MapCore, MapFlags, ProgramInput};
 use pkprof_accounting::{
-    Counters, CpuCounters, Snapshot, SyscallCount, ThreadSample, WallCounters, NR_BLOCK_REASONS,
+    Counters, CpuCounters, OtherFnSample, Snapshot, SyscallCount, ThreadSample, WallCounters,
+    NR_BLOCK_REASONS,
 };
 
 use crate::chains::{SweepAt, Swept};
@@ -152,6 +153,40 @@ fn close_off(w: &mut pkprof_wall, r: &pkprof_wall_cpu) {
     w.off_ns = 0;
 }
 
+/// `read_threads`: the entries, the tids read for the last time, the open OTHER periods.
+type ThreadsRead = (Vec<ThreadSample>, Vec<u32>, Vec<OtherFnSample>);
+
+/// The OTHER period of thread `tid` (entry `t`) still open at this read (or closed by a switch-in
+/// the entry has not taken yet), with its kernel function: what the read gives OTHER beyond the
+/// entry's closed periods (docs/design.md, "Wall time"). Not counted (count 0): it is counted
+/// when the kernel closes it, into `wall_other_fns`, where its figure may come out a little lower
+/// (the part of it spent waiting for a CPU once woken, unknown until the switch-in).
+fn open_other_of(tid: u32, t: &pkprof_thread, wall: &WallCounters) -> Option<OtherFnSample> {
+    const OTHER: usize = NR_BLOCK_REASONS; // in off_class_ns, after RUNNABLE
+    let w = &t.wall;
+    if w.off_ns == 0 || w.end_ns != 0 || w.off_func == 0 || w.off_reason as usize != OTHER {
+        return None;
+    }
+    let open = wall.blocked_ns[OTHER - 1].saturating_sub(w.off_class_ns[OTHER]);
+    (open > 0).then_some(OtherFnSample {
+        tid,
+        pid: t.pid,
+        addr: w.off_func,
+        ns: open,
+        count: 0,
+    })
+}
+
+/// Adds the open OTHER periods to the table's entries of the same thread and function.
+fn add_open_other(fns: &mut Vec<OtherFnSample>, open: Vec<OtherFnSample>) {
+    for o in open {
+        match fns.iter_mut().find(|f| f.tid == o.tid && f.addr == o.addr) {
+            Some(f) => f.ns += o.ns,
+            None => fns.push(o),
+        }
+    }
+}
+
 /// A thread entry's counters: what it ran, and what others ran for it.
 fn thread_counters(t: &pkprof_thread) -> Counters {
     let mut c = counters(&t.acc);
@@ -169,12 +204,12 @@ impl Collector {
         // into an entry already read: they would be missing from this read. The per-CPU switch
         // counts read before and after the walk tell; retry a few times for a consistent read
         // (under a switch storm the last try is used: at worst a slice shows one read late).
-        let (mut threads, mut finished, mut cpus, mut now);
+        let (mut threads, mut finished, mut open_other, mut cpus, mut now);
         let mut tries = 0;
         loop {
             let before = self.read_cpus()?;
             let on_cpu = crate::chains::wall::switched_in(&self.skel.maps)?;
-            (threads, finished) = self.read_threads(&on_cpu)?;
+            (threads, finished, open_other) = self.read_threads(&on_cpu)?;
             // The slices still running are charged by the kernel up to each CPU's flush, before
             // `now`; the registers then hold everything up to that instant.
             self.flush_cpus();
@@ -193,6 +228,8 @@ impl Collector {
         // table with room once the finished entries are deleted) or is charged as untracked.
         let table_full =
             threads.len().saturating_sub(finished.len()) >= self.max_threads() as usize;
+        let mut other_fns = crate::chains::wall::other_fns(&self.skel.maps, &finished)?;
+        add_open_other(&mut other_fns, open_other);
         // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
         map_walk::delete(
             &self.skel.maps.threads,
@@ -206,6 +243,7 @@ impl Collector {
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0),
             split_modes: self.options.syscalls,
+            other_fns,
             ..Snapshot::default()
         };
         for (i, c) in cpus.iter().enumerate() {
@@ -219,6 +257,7 @@ impl Collector {
             snap.lost.ctx_reset += l.ctx_reset;
             snap.lost.tag_map_full += l.tag_map_full;
             snap.lost.missed_switch += l.missed_switch;
+            snap.lost.other_fn_full += l.other_fn_full;
         }
         let swept = self.sweep_chains(now)?;
         snap.sockets_pending_ns = swept.held_ns;
@@ -249,20 +288,26 @@ impl Collector {
         Ok(swept)
     }
 
-    /// All thread entries, and the tids of those read for the last time (to delete).
+    /// All thread entries, the tids of those read for the last time (to delete), and the OTHER
+    /// periods still open with their kernel function (not yet in `wall_other_fns`).
     fn read_threads(
         &self,
         on_cpu: &HashMap<u32, pkprof_wall_cpu>,
-    ) -> Result<(Vec<ThreadSample>, Vec<u32>), CollectError> {
+    ) -> Result<ThreadsRead, CollectError> {
         let now = monotonic_ns();
         let mut out = Vec::new();
         let mut finished = Vec::new();
+        let mut open_other = Vec::new();
         for (tid, t) in
             map_walk::decoded::<_, u32, pkprof_thread>(&self.skel.maps.threads, "threads")?
         {
             let exited = t.exit_ns != 0 && now.saturating_sub(t.exit_ns) > EXIT_GRACE_NS;
             if exited {
                 finished.push(tid);
+            }
+            let wall = wall_counters(&t.wall, on_cpu.get(&tid), now);
+            if let Some(o) = open_other_of(tid, &t, &wall) {
+                open_other.push(o);
             }
             out.push(ThreadSample {
                 tid,
@@ -271,7 +316,7 @@ impl Collector {
                 cgroup_id: t.cgroup_id,
                 comm: comm_str(&t.comm),
                 counters: Counters {
-                    wall: wall_counters(&t.wall, on_cpu.get(&tid), now),
+                    wall,
                     ..thread_counters(&t)
                 },
                 kthread: t.kthread != 0,
@@ -279,7 +324,7 @@ impl Collector {
                 target: t.target != 0,
             });
         }
-        Ok((out, finished))
+        Ok((out, finished, open_other))
     }
 
     pub(crate) fn read_cpus(&self) -> Result<Vec<pkprof_cpu>, CollectError> {

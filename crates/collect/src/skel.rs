@@ -12,6 +12,10 @@ unsafe impl plain::Plain for types::pkprof_cpu {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_wall_cpu {}
 // SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_other_fn_key {}
+// SAFETY: as above.
+unsafe impl plain::Plain for types::pkprof_other_fn {}
+// SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_syscall_key {}
 // SAFETY: as above.
 unsafe impl plain::Plain for types::pkprof_syscall_stat {}

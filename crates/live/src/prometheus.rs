@@ -19,6 +19,10 @@ use std::fmt::Write;
 
 use pkprof_accounting::{Counters, Interval, Row, BLOCK_REASONS, CHAIN_NAMES, SOFTIRQ_NAMES};
 
+/// Most OTHER kernel functions with their own series per exported process (the first seen
+/// while it is exported); the rest share `function="other"`.
+const MAX_OTHER_FNS: usize = 8;
+
 /// Refreshes without CPU after which an exported process may lose its slot to a busy one.
 const IDLE_FRAMES: u32 = 60;
 
@@ -36,6 +40,16 @@ struct Member {
     idle_frames: u32,
     /// Shown (in `other`) by an earlier refresh.
     shown: bool,
+    /// OTHER's kernel functions (docs/design.md, "Wall time"): each function's time when the
+    /// process got its slot (its series counts from then), and the functions with their own
+    /// series, in the order first seen (at most MAX_OTHER_FNS, never given up: each series and
+    /// the rest stay monotonic).
+    fn_offset: HashMap<String, u64>,
+    fn_labels: Vec<String>,
+    /// What each of its function series said last: a period still open may read a little more
+    /// than it closes at (its wait for a CPU once woken is known at its switch-in only), so a
+    /// series holds its value until the figure passes it.
+    fn_last: HashMap<String, u64>,
 }
 
 /// Label sets (pid, comm) that left the exposition, with when (frame time, Unix seconds).
@@ -149,6 +163,16 @@ impl Exposition {
             }
             m.exported = true;
             m.comm = r.comm.clone();
+            // As its other series: from attach when exported from its first refresh.
+            m.fn_offset = if m.shown {
+                (r.other_fns.iter())
+                    .map(|f| (f.function.clone(), f.ns))
+                    .collect()
+            } else {
+                HashMap::new()
+            };
+            m.fn_labels.clear();
+            m.fn_last.clear();
             exported += 1;
         }
     }
@@ -187,6 +211,12 @@ impl Exposition {
             write_wall(&mut s, &id(r).to_string(), &r.comm, own);
         }
         write_wall(&mut s, "other", "other", &other);
+        let _ = writeln!(s, "# HELP pkprof_wall_other_function_seconds_total Blocked time in class other by the kernel function the process's threads blocked in (the first outside the scheduler), since it got its series; at most 8 functions a process, the rest as function=\"other\".");
+        let _ = writeln!(s, "# TYPE pkprof_wall_other_function_seconds_total counter");
+        for (r, _) in &exported {
+            let m = self.members.get_mut(&id(r)).expect("member of a row");
+            write_other_fns(&mut s, &id(r).to_string(), r, m);
+        }
         let _ = writeln!(s, "# HELP pkprof_runq_wait_seconds Runqueue waits of the process's threads (runnable until switched in), since start; buckets at powers of 4 from 1.024 us.");
         let _ = writeln!(s, "# TYPE pkprof_runq_wait_seconds histogram");
         for (r, own) in &exported {
@@ -284,6 +314,46 @@ impl Exposition {
                 }
             }
         }
+    }
+}
+
+/// The OTHER functions of exported row `r` (member `m`): their own series for the first
+/// MAX_OTHER_FNS seen, the rest summed as `function="other"` (a function never moves between
+/// the two, so every series is monotonic).
+fn write_other_fns(s: &mut String, pid: &str, r: &Row, m: &mut Member) {
+    let since = |m: &Member, f: &pkprof_accounting::OtherFn| {
+        f.ns.saturating_sub(m.fn_offset.get(&f.function).copied().unwrap_or(0))
+    };
+    for f in &r.other_fns {
+        if m.fn_labels.len() < MAX_OTHER_FNS
+            && since(m, f) > 0
+            && !m.fn_labels.contains(&f.function)
+        {
+            m.fn_labels.push(f.function.clone());
+        }
+    }
+    let comm = escape(&r.comm);
+    let mut rest = 0;
+    let mut own: Vec<(&str, u64)> = m.fn_labels.iter().map(|l| (l.as_str(), 0)).collect();
+    for f in &r.other_fns {
+        match own.iter_mut().find(|(l, _)| *l == f.function) {
+            Some(o) => o.1 = since(m, f),
+            None => rest += since(m, f),
+        }
+    }
+    if m.fn_labels.len() == MAX_OTHER_FNS || rest > 0 {
+        own.push(("other", rest));
+    }
+    for (function, ns) in own {
+        let last = m.fn_last.entry(function.to_string()).or_default();
+        *last = ns.max(*last);
+        let ns = *last;
+        let _ = writeln!(
+            s,
+            "pkprof_wall_other_function_seconds_total{{pid=\"{pid}\",comm=\"{comm}\",function=\"{}\"}} {}",
+            escape(function),
+            secs(ns)
+        );
     }
 }
 
@@ -547,5 +617,51 @@ mod tests {
             vec![sh(6, 2), row(1, 1, 0)],
         ];
         assert_no_resets(2, frames);
+    }
+
+    /// OTHER's functions: at most MAX_OTHER_FNS of their own a process plus `other`, each
+    /// monotonic, adding up to the process's OTHER function time since it got its slot.
+    #[test]
+    fn other_functions_are_bounded_monotonic_and_add_up() {
+        let mut e = Exposition::new(1);
+        let mut last: HashMap<String, f64> = HashMap::new();
+        for frame in 1..=12u64 {
+            let mut r = row(1, frame, 1);
+            // Function k appears at frame k, and every function grows by 1 s a frame.
+            r.other_fns = (1..=frame)
+                .map(|k| pkprof_accounting::OtherFn {
+                    function: format!("f{k}"),
+                    ns: (frame - k + 1) * S,
+                    count: 1,
+                    ..Default::default()
+                })
+                .collect();
+            // Exported from its first refresh: its series count from attach.
+            let want: u64 = r.other_fns.iter().map(|f| f.ns).sum::<u64>();
+            e.update(&Interval {
+                rows: vec![r],
+                unix_s: frame as f64,
+                ..Interval::default()
+            });
+            let series: Vec<(String, f64)> = (e.text().lines())
+                .filter(|l| l.starts_with("pkprof_wall_other_function_seconds_total{"))
+                .map(|l| {
+                    let (k, v) = l.rsplit_once(' ').unwrap();
+                    (k.to_string(), v.parse().unwrap())
+                })
+                .collect();
+            assert!(series.len() <= MAX_OTHER_FNS + 1, "{series:?}");
+            let sum: f64 = series.iter().map(|(_, v)| v).sum();
+            assert!(
+                (sum - want as f64 / S as f64).abs() < 1e-6,
+                "{sum} vs {want}"
+            );
+            for (k, v) in series {
+                if let Some(was) = last.insert(k.clone(), v) {
+                    assert!(v >= was, "{k}: {was} -> {v}");
+                }
+            }
+        }
+        assert!(last.keys().any(|k| k.contains("function=\"other\"")));
     }
 }

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use pkprof_accounting::{
-    Buckets, Counters, CpuCounters, CpuRow, Interval, LostCounters, ProgStat, Row, RunqHist,
-    SelfUsage, SyscallRow, TagStats, WallCounters, CHAIN_NAMES, NR_CHAINS, NR_SOFTIRQS,
+    Buckets, Counters, CpuCounters, CpuRow, Interval, LostCounters, OtherFn, ProgStat, Row,
+    RunqHist, SelfUsage, SyscallRow, TagStats, WallCounters, CHAIN_NAMES, NR_CHAINS, NR_SOFTIRQS,
 };
 use pkprof_live::prometheus::Exposition;
 use pkprof_live::{json, text};
@@ -84,6 +84,20 @@ fn wall(on_cpu: u64) -> WallCounters {
     w.runq_hist.0[RunqHist::bucket(20_000)] = 9;
     w.runq_hist.0[RunqHist::bucket(150_000)] = 1;
     w
+}
+
+/// `r` blocked 40 ms more as OTHER, in smpboot_thread_fn, over 12 periods.
+fn with_other_fn(mut r: Row) -> Row {
+    r.total.wall.blocked_ns[6] += 40 * MS;
+    r.total.wall.blocks[6] += 12;
+    r.total.wall.wall_ns += 40 * MS;
+    r.other_fns = vec![OtherFn {
+        function: "smpboot_thread_fn".into(),
+        ns: 40 * MS,
+        count: 12,
+        ..Default::default()
+    }];
+    r
 }
 
 fn row(pid: u32, comm: &str, cpu_pct: f64, total: Counters, split: bool) -> Row {
@@ -197,7 +211,8 @@ fn frame(split: bool) -> Interval {
             split,
         ),
         multi,
-        Row {
+        // Blocked 40 ms as OTHER in its kernel loop, 12 times (OTHER's kernel functions).
+        with_other_fn(Row {
             kthread: true,
             ..row(
                 77,
@@ -209,7 +224,7 @@ fn frame(split: bool) -> Interval {
                 },
                 split,
             )
-        },
+        }),
         exited,
         row(
             1,

@@ -3,6 +3,7 @@
 
 mod batch;
 mod options;
+mod other_fns;
 mod sampler;
 mod tui;
 

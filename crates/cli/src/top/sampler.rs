@@ -61,6 +61,7 @@ pub fn spawn(
                 let mut accountant =
                     Accountant::new(opts.per_thread, filter, collector.attach_mono_ns);
                 let mut meter = SelfMeter::new(collector.attach_mono_ns);
+                let mut namer = super::other_fns::Namer::new();
                 let start = Instant::now();
                 let mut n: u32 = 0;
                 loop {
@@ -74,7 +75,9 @@ pub fn spawn(
                     }
                     accountant.set_per_thread(per_thread.load(Ordering::Relaxed));
                     let snap = collector.snapshot()?;
-                    let frame = Arc::new(accountant.update(&snap, meter.sample(snap.mono_ns)));
+                    let mut frame = accountant.update(&snap, meter.sample(snap.mono_ns));
+                    namer.name(&mut frame);
+                    let frame = Arc::new(frame);
                     for sink in sinks.iter_mut() {
                         sink(&frame);
                     }

@@ -133,6 +133,7 @@ enum pkprof_ctx pkprof_ctx_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_mode pkprof_mode_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_block_reason pkprof_block_reason_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_wall_hist pkprof_wall_hist_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_other_fns pkprof_other_fns_btf_anchor SEC(".data.btf_anchor");
 
 static __always_inline struct pkprof_cpu *this_cpu(void)
 {

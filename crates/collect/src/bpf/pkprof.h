@@ -160,6 +160,37 @@ struct pkprof_wall {
 	__u64 runq_waits;    /* closed runqueue waits (each switch-in after an off period) */
 	__u64 runq_max_ns;
 	__u32 runq_hist[PKPROF_RUNQ_HIST];
+	__u64 off_func;      /* OTHER: the kernel code it blocked in (a return address, 0: unknown) */
+	/* The last OTHER function read from its stack, and where it blocked then (its state, system
+	 * call and user return address): an OTHER switch-out from the same place reuses it, up to
+	 * PKPROF_OTHER_FN_REUSE times in a row (a stack read costs microseconds). */
+	__u64 other_func;
+	__u64 other_key;
+	__u32 other_reuse;
+	__u32 pad_other;
+};
+
+/*
+ * OTHER's kernel functions (the wall chain, map `wall_other_fns`; docs/design.md "Wall time"):
+ * the time a thread spent blocked as OTHER, by the kernel code it blocked in: the first frame of
+ * its kernel stack outside the scheduler (.sched.text), a return address named in user space.
+ * Closed off periods only; a full table counts its misses (pkprof_lost.other_fn_full).
+ */
+enum pkprof_other_fns {
+	PKPROF_OTHER_FNS = 4096, /* entries of `wall_other_fns` */
+	PKPROF_OTHER_FN_DEPTH = 12, /* kernel frames read at an OTHER switch-out */
+	PKPROF_OTHER_FN_REUSE = 15, /* OTHER switch-outs from one place between two stack reads */
+};
+
+struct pkprof_other_fn_key {
+	__u32 tid;
+	__u32 pid;
+	__u64 func;
+};
+
+struct pkprof_other_fn {
+	__u64 ns;
+	__u64 count; /* closed OTHER periods */
 };
 
 /* Value of the `threads` hash map, keyed by thread id (kernel pid). */
@@ -209,6 +240,7 @@ struct pkprof_lost {
 	__u64 sample_ring_full; /* a stack sample found the ring buffer full (record) */
 	__u64 link_ring_full;   /* a held sample's link event found the ring buffer full (record) */
 	__u64 target_map_full;  /* a followed child did not fit in `targets` (record --max-targets) */
+	__u64 other_fn_full;    /* an OTHER period's function did not fit in `wall_other_fns` */
 };
 
 /* Value of `socks`, keyed by struct sock address: NET_RX time waiting for the socket's reader. */

@@ -11,7 +11,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use super::{first_missing, Chain, Setup, SweepAt, Swept};
 use crate::error::CollectError;
 use crate::map_walk;
-use crate::skel::types::pkprof_wall_cpu;
+use crate::skel::types::{pkprof_other_fn, pkprof_other_fn_key, pkprof_wall_cpu};
 use crate::skel::{CpuAccountMaps, OpenCpuAccountSkel};
 
 pub(crate) static CHAIN: Chain = Chain {
@@ -31,9 +31,106 @@ fn configure(open: &mut OpenCpuAccountSkel<'static>, s: &Setup) -> Result<(), li
     // The switch hooks run inside the core's program: off with the chain.
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
         ro.wall_on = s.on;
+        // OTHER's functions: the scheduler's text, to skip on an OTHER switch-out's stack.
+        if let Some(t) = std::fs::read_to_string("/proc/kallsyms")
+            .ok()
+            .and_then(|k| sched_text_of(&k))
+        {
+            ro.sched_text_start = t.sched.0;
+            ro.sched_text_end = t.sched.1;
+            ro.switch_tp_start = t.switch_tp.0;
+            ro.switch_tp_end = t.switch_tp.1;
+        }
     }
     open.progs.on_sched_wakeup_new.set_autoload(s.on);
     Ok(())
+}
+
+/// What an OTHER switch-out skips on its kernel stack, from /proc/kallsyms: the kernel's
+/// `.sched.text` and the switch tracepoint's `__traceiter_sched_switch` (to the next symbol).
+#[derive(Debug, PartialEq)]
+struct SchedText {
+    sched: (u64, u64),
+    switch_tp: (u64, u64),
+}
+
+/// None when the scheduler's text is not there or hidden (kptr_restrict reads 0): OTHER then
+/// has no function. The tracepoint's range is (0, 0) when not found.
+fn sched_text_of(kallsyms: &str) -> Option<SchedText> {
+    let (mut start, mut end, mut tp) = (None, None, (0, 0));
+    let mut tp_open = false;
+    for line in kallsyms.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(addr), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else {
+            continue;
+        };
+        if tp_open && addr > tp.0 {
+            tp.1 = addr;
+            tp_open = false;
+        }
+        match name {
+            "__sched_text_start" => start = Some(addr),
+            "__sched_text_end" => end = Some(addr),
+            "__traceiter_sched_switch" => {
+                tp = (addr, 0);
+                tp_open = true;
+            }
+            _ => {}
+        }
+    }
+    if tp.1 == 0 || tp.0 == 0 {
+        tp = (0, 0);
+    }
+    match (start?, end?) {
+        (s, e) if s != 0 && e > s => Some(SchedText {
+            sched: (s, e),
+            switch_tp: tp,
+        }),
+        _ => None,
+    }
+}
+
+/// OTHER blocked time by (thread, kernel return address) since attach (`wall_other_fns`,
+/// docs/design.md "Wall time"); the entries of `finished` threads are then deleted (this read
+/// is their last, as for their thread entries).
+pub(crate) fn other_fns(
+    maps: &CpuAccountMaps<'static>,
+    finished: &[u32],
+) -> Result<Vec<pkprof_accounting::OtherFnSample>, CollectError> {
+    let mut out = Vec::new();
+    let mut gone = Vec::new();
+    for (k, v) in map_walk::decoded::<_, pkprof_other_fn_key, pkprof_other_fn>(
+        &maps.wall_other_fns,
+        "wall_other_fns",
+    )? {
+        out.push(pkprof_accounting::OtherFnSample {
+            tid: k.tid,
+            pid: k.pid,
+            addr: k.func,
+            ns: v.ns,
+            count: v.count,
+        });
+        if finished.contains(&k.tid) {
+            gone.push(k);
+        }
+    }
+    map_walk::delete(
+        &maps.wall_other_fns,
+        "wall_other_fns",
+        gone.iter().map(key_bytes),
+    )?;
+    Ok(out)
+}
+
+fn key_bytes(k: &pkprof_other_fn_key) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..4].copy_from_slice(&k.tid.to_ne_bytes());
+    b[4..8].copy_from_slice(&k.pid.to_ne_bytes());
+    b[8..].copy_from_slice(&k.func.to_ne_bytes());
+    b
 }
 
 /// Nothing to sweep: the chain keeps no map of its own.
@@ -61,4 +158,30 @@ pub(crate) fn switched_in(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{sched_text_of, SchedText};
+
+    #[test]
+    fn sched_text_from_kallsyms() {
+        let k = "ffffffff81000000 T _stext\n\
+                 ffffffff813a50b0 T __traceiter_sched_switch\n\
+                 ffffffff813a5110 T __probestub_sched_switch\n\
+                 ffffffff82265800 T __sched_text_start\n\
+                 ffffffff82265810 t __schedule\n\
+                 ffffffff8226e522 T __sched_text_end\n";
+        assert_eq!(
+            sched_text_of(k),
+            Some(SchedText {
+                sched: (0xffffffff82265800, 0xffffffff8226e522),
+                switch_tp: (0xffffffff813a50b0, 0xffffffff813a5110),
+            })
+        );
+        // Hidden addresses (kptr_restrict) read as 0: no range.
+        let hidden = "0000000000000000 T __sched_text_start\n0000000000000000 T __sched_text_end\n";
+        assert_eq!(sched_text_of(hidden), None);
+        assert_eq!(sched_text_of("ffffffff81000000 T _stext\n"), None);
+    }
 }

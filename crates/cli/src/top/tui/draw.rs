@@ -90,11 +90,14 @@ pub fn view(
                 Layout::vertical([Constraint::Length(header.len() as u16), Constraint::Min(3)])
                     .areas(main);
             f.render_widget(Paragraph::new(header), top);
-            f.render_stateful_widget(
-                process_table(frame, state, table_area.width),
-                table_area,
-                table,
-            );
+            match state.breakdown {
+                Some(pid) => f.render_widget(super::breakdown::table(frame, pid), table_area),
+                None => f.render_stateful_widget(
+                    process_table(frame, state, table_area.width),
+                    table_area,
+                    table,
+                ),
+            }
         }
     }
     bottom_line(f, bottom, frame, state);
@@ -199,7 +202,14 @@ fn bottom_line(f: &mut ratatui::Frame, area: Rect, frame: Option<&Interval>, sta
     if let Some(m) = &state.message {
         parts.push(m.clone());
     }
-    parts.push("h help  q quit  < > sort  / name  p PID  space pause  H threads".into());
+    if state.breakdown.is_some() {
+        parts.push("b Esc back  q quit  space pause  h help".into());
+    } else {
+        parts.push(
+            "h help  q quit  < > sort  / name  p PID  space pause  H threads  b threads' time"
+                .into(),
+        );
+    }
     f.render_widget(
         Paragraph::new(Line::from(format!(" {} ", parts.join(" | "))).reversed()),
         area,
@@ -216,6 +226,7 @@ const HELP: &str = "\
  =           clear the name and PID filters
  space       pause the display (counting goes on) / resume with the newest figures
  H           one row per thread / per process (from the next refresh)
+ b  Enter    the selected process's threads, where their wall time went (b, Esc: back)
  ↑ ↓ j k     move in the table (PgUp PgDn Home End too)
  h  ?        this help
  Ctrl-Z      suspend to the shell (fg resumes)

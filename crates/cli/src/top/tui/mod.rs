@@ -2,6 +2,7 @@
 //! thread only draws and reads keys (`state`: what the keys do; `draw`: the layout). The terminal
 //! is restored by a guard's `Drop`, on a panic by ratatui's panic hook, and around Ctrl-Z.
 
+mod breakdown;
 mod draw;
 mod state;
 
@@ -44,6 +45,8 @@ pub fn run(
     let mut received = 0u64;
     // Redraw only when something changed: a new frame, a key, a resize.
     let mut dirty = true;
+    // Per-thread rows before the breakdown view asked for them (restored when it closes).
+    let mut per_thread_before = false;
     loop {
         match frames.recv_timeout(Duration::from_millis(50)) {
             Ok(f) => {
@@ -97,6 +100,20 @@ pub fn run(
                     }
                 }
                 Action::Scroll(s) => scroll(&mut table, s),
+                Action::Breakdown => {
+                    let Some(frame) = shown.as_deref() else {
+                        continue;
+                    };
+                    let rows = state.rows(frame);
+                    let Some(r) = rows.get(table.selected().unwrap_or(0)) else {
+                        continue;
+                    };
+                    state.breakdown = Some(r.pid);
+                    per_thread_before = per_thread.swap(true, Ordering::Relaxed);
+                }
+                Action::LeaveBreakdown => {
+                    per_thread.store(per_thread_before, Ordering::Relaxed);
+                }
             }
         }
     }

@@ -29,6 +29,10 @@ pub enum Action {
     TogglePerThread,
     /// Space again: show the newest frame.
     Resume,
+    /// `b` or Enter: the per-thread breakdown of the selected row's process (the event loop
+    /// knows the selection); `b` or Esc in it: back (`ViewState::breakdown` is then None).
+    Breakdown,
+    LeaveBreakdown,
     Scroll(Scroll),
 }
 
@@ -75,6 +79,8 @@ pub struct ViewState {
     pub prompt: Option<Prompt>,
     /// Said once in the bottom line, until the next key.
     pub message: Option<String>,
+    /// The process whose threads the breakdown view shows, while it is open.
+    pub breakdown: Option<u32>,
 }
 
 impl Default for ViewState {
@@ -88,6 +94,7 @@ impl Default for ViewState {
             help: false,
             prompt: None,
             message: None,
+            breakdown: None,
         }
     }
 }
@@ -110,8 +117,27 @@ impl ViewState {
             self.help = false;
             return Action::None;
         }
+        if self.breakdown.is_some() {
+            match k.code {
+                KeyCode::Char('b') | KeyCode::Esc => {
+                    self.breakdown = None;
+                    return Action::LeaveBreakdown;
+                }
+                KeyCode::Char('q') => return Action::Quit,
+                KeyCode::Char(' ') => {
+                    self.paused = !self.paused;
+                    if !self.paused {
+                        return Action::Resume;
+                    }
+                }
+                KeyCode::Char('h') | KeyCode::Char('?') => self.help = true,
+                _ => {}
+            }
+            return Action::None;
+        }
         match k.code {
             KeyCode::Char('q') => return Action::Quit,
+            KeyCode::Char('b') | KeyCode::Enter => return Action::Breakdown,
             KeyCode::Char('<') => self.sort = (self.sort + NCOLS - 1) % NCOLS,
             KeyCode::Char('>') => self.sort = (self.sort + 1) % NCOLS,
             KeyCode::Char('R') => self.reverse = !self.reverse,
