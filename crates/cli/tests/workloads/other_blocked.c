@@ -5,10 +5,12 @@
  *   main    stops itself with SIGSTOP (state stopped: OTHER) until the test sends SIGCONT.
  *
  * Protocol (stdout): waits for a line on stdin (the gate); the waiter prints "waiter TID", then
- * "waited NS" with the sum over its waitpid calls of CLOCK_MONOTONIC just before the fork to
- * just after waitpid returned. After the waiter is joined, main prints "stopping" and stops
- * itself; once continued it prints "stopped NS", CLOCK_MONOTONIC from just before its raise()
- * to just after. Then it waits for a second line on stdin and exits.
+ * "waited NS": the sum over its waitpid calls of CLOCK_MONOTONIC from just before the call to
+ * just after it returned, less the time the thread then waited for a CPU (the gain of the
+ * kernel's own run_delay, /proc/thread-self/schedstat): the time it was blocked. After the
+ * waiter is joined, main prints "stopping" and stops itself; once continued it prints
+ * "stopped NS", the same from just before its raise() to just after. Then it waits for a
+ * second line on stdin and exits.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -28,6 +30,20 @@ static long long mono(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* The calling thread's run-queue wait so far (ns; schedstat's second field). */
+static long long run_delay(void)
+{
+	long long run = 0, delay = 0;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+
+	if (!f || fscanf(f, "%lld %lld", &run, &delay) != 2) {
+		perror("schedstat");
+		exit(1);
+	}
+	fclose(f);
+	return delay;
+}
+
 static void *waiter(void *arg)
 {
 	long long waited = 0;
@@ -36,7 +52,7 @@ static void *waiter(void *arg)
 	printf("waiter %ld\n", (long)syscall(SYS_gettid));
 	fflush(stdout);
 	for (int i = 0; i < 3; i++) {
-		long long t0 = mono();
+		long long t0, d0;
 		pid_t child = fork();
 
 		if (child < 0) {
@@ -49,11 +65,13 @@ static void *waiter(void *arg)
 			nanosleep(&nap, NULL);
 			_exit(0);
 		}
+		d0 = run_delay();
+		t0 = mono();
 		if (waitpid(child, NULL, 0) != child) {
 			perror("waitpid");
 			exit(1);
 		}
-		waited += mono() - t0;
+		waited += mono() - t0 - (run_delay() - d0);
 	}
 	printf("waited %lld\n", waited);
 	fflush(stdout);
@@ -64,7 +82,7 @@ int main(void)
 {
 	char line[64];
 	pthread_t t;
-	long long t0;
+	long long t0, d0;
 
 	if (!fgets(line, sizeof(line), stdin))
 		return 1;
@@ -73,9 +91,11 @@ int main(void)
 	pthread_join(t, NULL);
 	printf("stopping\n");
 	fflush(stdout);
+	d0 = run_delay();
 	t0 = mono();
 	raise(SIGSTOP);
-	printf("stopped %lld\n", mono() - t0);
+	t0 = mono() - t0;
+	printf("stopped %lld\n", t0 - (run_delay() - d0));
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		return 1;
