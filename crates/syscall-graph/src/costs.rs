@@ -35,6 +35,10 @@ use crate::clusters::Cluster;
 use crate::graph::Graph;
 use crate::suggest::{self, Kind, Shape, Suggestion};
 
+/// The variant of `openat` into, and `close` of, a ring's fixed-file slot: what a batch that
+/// hands an openat's file to the calls after it runs (`CostTable::op_in`).
+pub const DIRECT_DESCRIPTOR: &str = "direct descriptor";
+
 /// The value of `CostTable::schema`; changes when a field changes meaning.
 pub const COSTS_SCHEMA: &str = "pkprof-calibration/1";
 
@@ -170,7 +174,8 @@ pub struct CostTable {
 }
 
 impl CostTable {
-    /// The op on `on`, in the variant whose batch of `batch_size` costs least per op.
+    /// The op on `on`, in the variant whose batch of `batch_size` costs least per op, among
+    /// those a batch can choose freely (not `DIRECT_DESCRIPTOR`: see `op_in`).
     pub fn op(&self, op: &str, on: &str) -> Option<&OpCost> {
         let n = f64::from(self.batch_size.max(1));
         let per_op = |o: &OpCost| match (o.batched, o.batch_fixed) {
@@ -179,8 +184,24 @@ impl CostTable {
         };
         self.ops
             .iter()
-            .filter(|o| o.op == op && o.on == on)
+            .filter(|o| o.op == op && o.on == on && o.variant != DIRECT_DESCRIPTOR)
             .min_by(|a, b| per_op(a).total_cmp(&per_op(b)))
+    }
+
+    /// The op as a batch whose path holds an `openat` runs it: that openat hands its file to
+    /// the calls after it only through a direct descriptor, so it and the `close` of that file
+    /// are the `DIRECT_DESCRIPTOR` variant when it was calibrated (a table from before it was:
+    /// `op`'s choice).
+    pub fn op_in(&self, op: &str, on: &str, hands_on: bool) -> Option<&OpCost> {
+        let direct = hands_on && (op == "openat" || op == "close");
+        direct
+            .then(|| {
+                self.ops
+                    .iter()
+                    .find(|o| o.op == op && o.on == on && o.variant == DIRECT_DESCRIPTOR)
+            })
+            .flatten()
+            .or_else(|| self.op(op, on))
     }
 
     /// The plain system call `op` on `on`: every variant measures it again (the variant changes
@@ -544,6 +565,10 @@ fn estimate_batch(
     let mut noisy = false;
     let mut basis = Vec::new();
     let mut targets: Vec<&str> = Vec::new();
+    let hands_on = c
+        .path
+        .iter()
+        .any(|n| suggest::multicall_op(&n.name).is_some_and(|(op, _)| op == "openat"));
     for (i, n) in c.path.iter().enumerate() {
         let Some((op, _)) = suggest::multicall_op(&n.name) else {
             continue; // stays a plain call: no change
@@ -553,7 +578,7 @@ fn estimate_batch(
             targets.push(on);
         }
         let cost = table
-            .op(op, on)
+            .op_in(op, on, hands_on)
             .ok_or_else(|| format!("{op} on a {on} was not calibrated"))?;
         let (Some(batched), Some(fixed)) = (cost.batched, cost.batch_fixed) else {
             return Err(format!("a batched {op} was not calibrated"));
@@ -1089,6 +1114,55 @@ mod tests {
             "{}",
             e2.basis
         );
+    }
+
+    /// A batch whose path holds an openat hands its file on through a direct descriptor: the
+    /// openat and the close are priced as the direct-descriptor variant even where the plain
+    /// descriptor's is cheaper; a batch without an openat never uses that variant.
+    #[test]
+    fn an_openat_that_hands_its_file_on_is_priced_as_a_direct_descriptor() {
+        let mut t = table();
+        t.ops.push(op("openat", "file", 2500.0, 1000.0, 700.0));
+        let mut direct = op("openat", "file", 2500.0, 1400.0, 900.0);
+        direct.variant = DIRECT_DESCRIPTOR.into();
+        t.ops.push(direct);
+        let mut direct = op("close", "file", 300.0, 100.0, 500.0);
+        direct.variant = DIRECT_DESCRIPTOR.into();
+        t.ops.push(direct);
+        assert_eq!(t.op("openat", "file").unwrap().variant, "");
+        assert_eq!(t.op("close", "file").unwrap().variant, "");
+        let a = analysis(&["openat", "read", "close"], 100, OBSERVED_NS);
+        let c = &a.clusters[0];
+        let (_, _, tried) = advise(&t, c, &a.threads[0].graph, Evidence::ANY);
+        let Saving::Estimated(e) = &tried[0].saving else {
+            panic!("{tried:?}")
+        };
+        assert!(
+            e.basis.contains(
+                "a batched openat (direct descriptor) costs 1.40 µs here against 2.50 µs"
+            ),
+            "{}",
+            e.basis
+        );
+        assert!(
+            e.basis
+                .contains("a batched close (direct descriptor) costs 100 ns"),
+            "{}",
+            e.basis
+        );
+        // Per iteration: openat 2500 - 1400, read 1000 - 1600, close 300 - 100; the dearest
+        // fixed cost of the three (the direct openat's 900) once per batch.
+        let ops = 3 * c.count as i64;
+        let batches = ops - c.crossings_saved as i64;
+        let want = c.count as i64 * (1100 - 600 + 200) - batches * 900;
+        assert_eq!(e.saved_ns, want, "{}", e.basis);
+        // Without an openat, the close is the plain descriptor's.
+        let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
+        let Saving::Estimated(e) = saving else {
+            panic!("{saving:?}")
+        };
+        assert!(!e.basis.contains("direct descriptor"), "{}", e.basis);
     }
 
     /// No change saves more than its calls took: with calls observed at 500 ns, below the
