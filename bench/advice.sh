@@ -111,6 +111,10 @@ if not c.get("alternatives"):
     sys.exit("advice.sh: the report has no estimates (no cost table?): " + json.dumps(c.get("saving")))
 for a in c["alternatives"]:
     s = a["saving"]
+    # B runs one multi-call per iteration: the batch of several iterations (a multicall
+    # alternative too, "..., N iterations per batch") is not what it measures.
+    if (a["replacement"] or "").endswith("per batch"):
+        continue
     if s["status"] != "estimated":
         print(f"{size}\t{a['kind']}\tnan\tnan\tnan\t{c['count'] / batch:.0f}\tnan")
         continue

@@ -35,6 +35,10 @@ use crate::clusters::Cluster;
 use crate::graph::Graph;
 use crate::suggest::{self, Kind, Shape, Suggestion};
 
+/// The variant of `openat` into, and `close` of, a ring's fixed-file slot: what a batch that
+/// hands an openat's file to the calls after it runs (`CostTable::op_in`).
+pub const DIRECT_DESCRIPTOR: &str = "direct descriptor";
+
 /// The value of `CostTable::schema`; changes when a field changes meaning.
 pub const COSTS_SCHEMA: &str = "pkprof-calibration/1";
 
@@ -170,7 +174,8 @@ pub struct CostTable {
 }
 
 impl CostTable {
-    /// The op on `on`, in the variant whose batch of `batch_size` costs least per op.
+    /// The op on `on`, in the variant whose batch of `batch_size` costs least per op, among
+    /// those a batch can choose freely (not `DIRECT_DESCRIPTOR`: see `op_in`).
     pub fn op(&self, op: &str, on: &str) -> Option<&OpCost> {
         let n = f64::from(self.batch_size.max(1));
         let per_op = |o: &OpCost| match (o.batched, o.batch_fixed) {
@@ -179,8 +184,24 @@ impl CostTable {
         };
         self.ops
             .iter()
-            .filter(|o| o.op == op && o.on == on)
+            .filter(|o| o.op == op && o.on == on && o.variant != DIRECT_DESCRIPTOR)
             .min_by(|a, b| per_op(a).total_cmp(&per_op(b)))
+    }
+
+    /// The op as a batch whose path holds an `openat` runs it: that openat hands its file to
+    /// the calls after it only through a direct descriptor, so it and the `close` of that file
+    /// are the `DIRECT_DESCRIPTOR` variant when it was calibrated (a table from before it was:
+    /// `op`'s choice).
+    pub fn op_in(&self, op: &str, on: &str, hands_on: bool) -> Option<&OpCost> {
+        let direct = hands_on && (op == "openat" || op == "close");
+        direct
+            .then(|| {
+                self.ops
+                    .iter()
+                    .find(|o| o.op == op && o.on == on && o.variant == DIRECT_DESCRIPTOR)
+            })
+            .flatten()
+            .or_else(|| self.op(op, on))
     }
 
     /// The plain system call `op` on `on`: every variant measures it again (the variant changes
@@ -310,7 +331,28 @@ impl Estimate {
 /// The kinds of file a family of ops is priced on, the default first: reads and writes on the
 /// page-cache file or a pipe, socket calls on loopback TCP or a unix socket.
 const RW_TARGETS: [&str; 2] = ["file", "pipe"];
+/// The system calls that make a pipe: reads and writes are priced on a pipe only in a process
+/// seen making one (`Evidence`).
+pub const PIPE_CALLS: [&str; 2] = ["pipe", "pipe2"];
 const SOCKET_TARGETS: [&str; 2] = ["tcp", "unix"];
+
+/// What the profile shows of a cluster's process beyond its thread's graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evidence {
+    /// A thread of the process made a pipe (`PIPE_CALLS`). Without one, its reads and writes
+    /// are priced on the page-cache file whatever their times: a copy of a large file whose
+    /// reads are slowed by the disk (a source not in the page cache) or its writes sped up
+    /// looks like a pipe relay by times alone, and was priced as a splice (16 MiB copy:
+    /// copy_file_range estimated at 0.59 of the measured saving, the multi-call at +6 µs
+    /// against -46 ms). A pipe inherited from the parent (a shell's `|`) is then priced as a
+    /// file; `basis` says which.
+    pub pipes: bool,
+}
+
+impl Evidence {
+    /// Every kind of file possible (what the tables of the tests assume).
+    pub const ANY: Evidence = Evidence { pipes: true };
+}
 
 /// Where a cluster's ops are priced (see module docs): one kind of file for its reads and
 /// writes and one for its socket calls.
@@ -343,9 +385,9 @@ impl Targets {
     /// family is priced on the kind of file whose calibrated plain costs match the observed
     /// ones best (observed mean + one crossing; least squares of the log ratios over the
     /// family's positions, about their mean when it has two kinds of call or more), among the
-    /// kinds where all of them are calibrated. Without observed times (`--no-time`), the
-    /// defaults.
-    fn pick(table: &CostTable, c: &Cluster, obs: &Observed) -> Targets {
+    /// kinds where all of them are calibrated and that `evidence` allows. Without observed
+    /// times (`--no-time`), the defaults.
+    fn pick(table: &CostTable, c: &Cluster, obs: &Observed, evidence: Evidence) -> Targets {
         let pick = |family: &[&'static str], ops: &[&str]| -> &'static str {
             let seen: Vec<(&str, f64)> = c
                 .path
@@ -382,6 +424,7 @@ impl Targets {
             }
             family
                 .iter()
+                .filter(|&&t| t != "pipe" || evidence.pipes)
                 .filter_map(|&t| score(t).map(|s| (t, s)))
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .map_or(family[0], |(t, _)| t)
@@ -522,6 +565,10 @@ fn estimate_batch(
     let mut noisy = false;
     let mut basis = Vec::new();
     let mut targets: Vec<&str> = Vec::new();
+    let hands_on = c
+        .path
+        .iter()
+        .any(|n| suggest::multicall_op(&n.name).is_some_and(|(op, _)| op == "openat"));
     for (i, n) in c.path.iter().enumerate() {
         let Some((op, _)) = suggest::multicall_op(&n.name) else {
             continue; // stays a plain call: no change
@@ -531,7 +578,7 @@ fn estimate_batch(
             targets.push(on);
         }
         let cost = table
-            .op(op, on)
+            .op_in(op, on, hands_on)
             .ok_or_else(|| format!("{op} on a {on} was not calibrated"))?;
         let (Some(batched), Some(fixed)) = (cost.batched, cost.batch_fixed) else {
             return Err(format!("a batched {op} was not calibrated"));
@@ -687,8 +734,9 @@ pub(crate) fn advise(
     table: &CostTable,
     c: &Cluster,
     g: &Graph,
+    evidence: Evidence,
 ) -> (Suggestion, Saving, Vec<Alternative>) {
-    let (s, saving, tried) = choose(table, c, g);
+    let (s, saving, tried) = choose(table, c, g, evidence);
     let saving = match saving {
         Saving::Estimated(e) => Saving::Estimated(capped(e)),
         other => other,
@@ -773,9 +821,14 @@ fn iterations_batch(table: &CostTable, c: &Cluster, g: &Graph) -> Option<(Sugges
     Some((suggestion, calls.saturating_sub(batches)))
 }
 
-fn choose(table: &CostTable, c: &Cluster, g: &Graph) -> (Suggestion, Saving, Tried) {
+fn choose(
+    table: &CostTable,
+    c: &Cluster,
+    g: &Graph,
+    evidence: Evidence,
+) -> (Suggestion, Saving, Tried) {
     let mut obs = observe(c, g);
-    obs.targets = Targets::pick(table, c, &obs);
+    obs.targets = Targets::pick(table, c, &obs, evidence);
     let s = &c.suggestion;
     let mut tried: Tried = Vec::new();
     match s.kind {
@@ -970,7 +1023,7 @@ mod tests {
     fn advised(names: &[&str], rounds: usize) -> (Suggestion, Saving) {
         let a = analysis(names, rounds, OBSERVED_NS);
         let c = &a.clusters[0];
-        let (s, saving, _) = advise(&table(), c, &a.threads[0].graph);
+        let (s, saving, _) = advise(&table(), c, &a.threads[0].graph, Evidence::ANY);
         (s, saving)
     }
 
@@ -989,7 +1042,7 @@ mod tests {
         let mut out = Vec::new();
         crate::render::text::write(&a, &mut out).unwrap();
         crate::render::json::write(&a, &mut out).unwrap();
-        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
         if let Saving::Estimated(e) = saving {
             let sum = Estimate::sum([&e, &e, &e].into_iter()).unwrap();
             assert!(sum.saved_ns.unsigned_abs() >= e.saved_ns.unsigned_abs());
@@ -1038,7 +1091,7 @@ mod tests {
         assert_eq!(t.op("statx", "file").unwrap().variant, "fixed file");
         assert_eq!(t.op("pread", "file").unwrap().variant, "");
         let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
-        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
         let Saving::Estimated(e) = saving else {
             panic!("{saving:?}")
         };
@@ -1051,7 +1104,7 @@ mod tests {
         // Its plain statx came out at 20 µs (a load spike): the other variant's 2 µs is used.
         t.ops.last_mut().unwrap().plain = m(20_000.0);
         assert_eq!(t.plain("statx", "file").unwrap().median_ns, 2000.0);
-        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
         let Saving::Estimated(e2) = saving else {
             panic!("{saving:?}")
         };
@@ -1063,6 +1116,55 @@ mod tests {
         );
     }
 
+    /// A batch whose path holds an openat hands its file on through a direct descriptor: the
+    /// openat and the close are priced as the direct-descriptor variant even where the plain
+    /// descriptor's is cheaper; a batch without an openat never uses that variant.
+    #[test]
+    fn an_openat_that_hands_its_file_on_is_priced_as_a_direct_descriptor() {
+        let mut t = table();
+        t.ops.push(op("openat", "file", 2500.0, 1000.0, 700.0));
+        let mut direct = op("openat", "file", 2500.0, 1400.0, 900.0);
+        direct.variant = DIRECT_DESCRIPTOR.into();
+        t.ops.push(direct);
+        let mut direct = op("close", "file", 300.0, 100.0, 500.0);
+        direct.variant = DIRECT_DESCRIPTOR.into();
+        t.ops.push(direct);
+        assert_eq!(t.op("openat", "file").unwrap().variant, "");
+        assert_eq!(t.op("close", "file").unwrap().variant, "");
+        let a = analysis(&["openat", "read", "close"], 100, OBSERVED_NS);
+        let c = &a.clusters[0];
+        let (_, _, tried) = advise(&t, c, &a.threads[0].graph, Evidence::ANY);
+        let Saving::Estimated(e) = &tried[0].saving else {
+            panic!("{tried:?}")
+        };
+        assert!(
+            e.basis.contains(
+                "a batched openat (direct descriptor) costs 1.40 µs here against 2.50 µs"
+            ),
+            "{}",
+            e.basis
+        );
+        assert!(
+            e.basis
+                .contains("a batched close (direct descriptor) costs 100 ns"),
+            "{}",
+            e.basis
+        );
+        // Per iteration: openat 2500 - 1400, read 1000 - 1600, close 300 - 100; the dearest
+        // fixed cost of the three (the direct openat's 900) once per batch.
+        let ops = 3 * c.count as i64;
+        let batches = ops - c.crossings_saved as i64;
+        let want = c.count as i64 * (1100 - 600 + 200) - batches * 900;
+        assert_eq!(e.saved_ns, want, "{}", e.basis);
+        // Without an openat, the close is the plain descriptor's.
+        let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
+        let Saving::Estimated(e) = saving else {
+            panic!("{saving:?}")
+        };
+        assert!(!e.basis.contains("direct descriptor"), "{}", e.basis);
+    }
+
     /// No change saves more than its calls took: with calls observed at 500 ns, below the
     /// calibrated plain costs, the batch's 145.1 µs is capped at the cluster's 120 µs, its range
     /// too, and the basis says so.
@@ -1070,7 +1172,7 @@ mod tests {
     fn a_saving_is_capped_at_the_clusters_time() {
         let a = analysis(&["statx", "close"], 100, 500);
         let c = &a.clusters[0];
-        let (_, _, tried) = advise(&table(), c, &a.threads[0].graph);
+        let (_, _, tried) = advise(&table(), c, &a.threads[0].graph, Evidence::ANY);
         let e = tried
             .iter()
             .find_map(|alt| match &alt.saving {
@@ -1171,7 +1273,7 @@ mod tests {
             .iter()
             .find(|c| c.suggestion.kind == Kind::Multicall)
             .expect("a multi-call cluster");
-        let (s, saving, _) = advise(&table(), c, &a.threads[0].graph);
+        let (s, saving, _) = advise(&table(), c, &a.threads[0].graph, Evidence::ANY);
         // openat is not in the table: unknown, and the suggestion stays.
         assert_eq!(s, c.suggestion);
         assert!(
@@ -1180,7 +1282,8 @@ mod tests {
         );
 
         let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
-        let (s, saving, alternatives) = advise(&table(), &a.clusters[0], &a.threads[0].graph);
+        let (s, saving, alternatives) =
+            advise(&table(), &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
         assert_eq!(s.kind, Kind::Multicall);
         // The occurrences follow each other: 16 of them per multi-call saves the most, 7
         // batches for 100 occurrences: 100 x ((2000 - 600) + (300 - 200)) - 7 x 700.
@@ -1254,7 +1357,7 @@ mod tests {
             (iterations_per_run(c, &a.threads[0].graph) - 5.0).abs() < 0.5,
             "{c:?}"
         );
-        let (_, _, alternatives) = advise(&table(), c, &a.threads[0].graph);
+        let (_, _, alternatives) = advise(&table(), c, &a.threads[0].graph, Evidence::ANY);
         let batch = alternatives
             .iter()
             .find(|a| {
@@ -1270,7 +1373,7 @@ mod tests {
 
         let a = runs_of(1, 100);
         for c in &a.clusters {
-            let (_, _, alternatives) = advise(&table(), c, &a.threads[0].graph);
+            let (_, _, alternatives) = advise(&table(), c, &a.threads[0].graph, Evidence::ANY);
             assert!(
                 alternatives.iter().all(|a| !a
                     .replacement
@@ -1292,7 +1395,7 @@ mod tests {
         let mut t = table();
         t.ops.push(op("recvmsg", "tcp", 2000.0, 500.0, 700.0));
         t.ops.push(op("sendmsg", "tcp", 2000.0, 500.0, 700.0));
-        let (s, saving, alternatives) = advise(&t, c, &a.threads[0].graph);
+        let (s, saving, alternatives) = advise(&t, c, &a.threads[0].graph, Evidence::ANY);
         assert_eq!(s.kind, Kind::Multicall, "{s:?}");
         assert!(
             matches!(saving, Saving::Estimated(ref e) if e.saved_ns > 0),
@@ -1321,7 +1424,7 @@ mod tests {
             plain: m(1800.0),
             single: m(100.0),
         });
-        let basis = |read_ns: u64, write_ns: u64| {
+        let priced = |read_ns: u64, write_ns: u64, evidence: Evidence| {
             let mut tr = TraceBuilder::new(1, 1, "t");
             for _ in 0..100 {
                 tr.call(&Node::new(0, "read"), false, read_ns, None);
@@ -1333,7 +1436,7 @@ mod tests {
                 ..SyscallProfile::default()
             };
             let a = Analysis::new(&profile, &Options::default());
-            let (_, _, alternatives) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+            let (_, _, alternatives) = advise(&t, &a.clusters[0], &a.threads[0].graph, evidence);
             alternatives
                 .iter()
                 .map(|a| match &a.saving {
@@ -1343,6 +1446,7 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(" | ")
         };
+        let basis = |read_ns: u64, write_ns: u64| priced(read_ns, write_ns, Evidence::ANY);
         let pipe = basis(800, 800);
         assert!(pipe.contains("splice costs 100 ns per 4 KiB"), "{pipe}");
         assert!(pipe.contains("on a test pipe"), "{pipe}");
@@ -1354,6 +1458,12 @@ mod tests {
         assert!(pipe.contains("splice costs 100 ns per 4 KiB"), "{pipe}");
         let file = basis(5000, 20000);
         assert!(file.contains("copy_file_range costs 900 ns"), "{file}");
+        // Times like a pipe's in a process that made no pipe (a copy whose reads wait for the
+        // disk): the page-cache file, on both the single call and the batch.
+        let file = priced(800, 800, Evidence { pipes: false });
+        assert!(file.contains("copy_file_range costs 900 ns"), "{file}");
+        assert!(!file.contains("pipe"), "{file}");
+        assert!(file.contains("on a file"), "{file}");
     }
 
     fn a_count(names: &[&str], rounds: usize) -> u64 {
@@ -1379,7 +1489,8 @@ mod tests {
             single: m(900.0),
         });
         let a = analysis(&["pread64"], 50, OBSERVED_NS);
-        let (s, saving, alternatives) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (s, saving, alternatives) =
+            advise(&t, &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
         // preadv: 49 crossings saved x (800 - 900) = -4.9 µs; the batch: 50 calls x
         // (800 - 1500) - 1 batch x 700 = -35.7 µs. The least bad is named, with the other.
         assert_eq!(s.kind, Kind::LeaveIt, "{s:?}");
@@ -1427,13 +1538,13 @@ mod tests {
         let mut t = table();
         t.batched_unavailable = Some("kernel.io_uring_disabled = 2".into());
         let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
-        let (s, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (s, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
         assert_eq!(s.kind, Kind::LeaveIt);
         assert!(s.why.contains("io_uring_disabled = 2"), "{}", s.why);
         assert!(matches!(saving, Saving::Unknown { .. }));
         // A single call is still measured and kept.
         let a = analysis(&["read", "write"], 100, OBSERVED_NS);
-        let (s, _, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (s, _, _) = advise(&t, &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
         assert_eq!(s.kind, Kind::SingleCall);
     }
 
@@ -1447,7 +1558,7 @@ mod tests {
             samples: 5,
         };
         let a = analysis(&["statx", "close"], 100, OBSERVED_NS);
-        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph);
+        let (_, saving, _) = advise(&t, &a.clusters[0], &a.threads[0].graph, Evidence::ANY);
         let Saving::Estimated(e) = saving else {
             panic!("{saving:?}")
         };

@@ -217,8 +217,16 @@ impl Analysis {
                         .iter()
                         .find(|t| (t.pid, t.tid) == (c.pid, c.tid))
                         .map(|t| &t.graph);
+                    // What the process's threads show (a pipe made by any of them).
+                    let pipes = self.threads.iter().filter(|t| t.pid == c.pid).any(|t| {
+                        t.graph.nodes.iter().any(|n| {
+                            n.calls > 0 && costs::PIPE_CALLS.contains(&n.node.name.as_str())
+                        })
+                    });
+                    let evidence = costs::Evidence { pipes };
                     graph.map(|g| {
-                        let (suggestion, saving, alternatives) = costs::advise(table, c, g);
+                        let (suggestion, saving, alternatives) =
+                            costs::advise(table, c, g, evidence);
                         c.suggestion = suggestion;
                         c.alternatives = alternatives;
                         saving

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use pkprof_multicall::{Call, MultiCall, Options};
 use pkprof_syscall_graph::costs::{
-    CalibrationKey, CostTable, Measure, OpCost, SingleCallCost, COSTS_SCHEMA,
+    CalibrationKey, CostTable, Measure, OpCost, SingleCallCost, COSTS_SCHEMA, DIRECT_DESCRIPTOR,
 };
 
 /// Ops per batch in the batch-of-N phase (and vector length of the vector calls).
@@ -230,7 +230,15 @@ struct OpenClose {
     open: bool,
     /// Batched openat with RESOLVE_CACHED.
     cached: bool,
+    /// Batched into (openat) or out of (close) the ring's fixed-file slots `DIRECT_SLOT..`, as
+    /// a multi-call that hands an openat's file to the calls after it does (a direct
+    /// descriptor); the other half is batched too (a slot has no plain descriptor).
+    direct: bool,
 }
+
+/// The first fixed-file slot of the direct-descriptor measures (0 and 1 are the files' and
+/// streams' registered descriptors).
+const DIRECT_SLOT: u32 = 2;
 
 impl OpenClose {
     fn open_plain(&self) -> Result<RawFd> {
@@ -270,6 +278,9 @@ impl Bench for OpenClose {
     }
 
     fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+        if self.direct {
+            return self.batched_direct(mc, m, k);
+        }
         let mut ns = 0.0;
         let mut fds: Vec<RawFd> = Vec::with_capacity(BATCH);
         for _ in 0..m / BATCH {
@@ -306,6 +317,47 @@ impl Bench for OpenClose {
                 }
                 ns += elapsed_ns(t);
                 fds.clear();
+            }
+        }
+        Ok(ns)
+    }
+}
+
+impl OpenClose {
+    /// `batched` into and out of direct descriptors: `BATCH` slots filled by openat, emptied
+    /// by close, the half of `self.open` timed in batches of `k`.
+    fn batched_direct(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+        let path = &self.path;
+        let opens = |slots: std::ops::Range<u32>| -> Vec<Call<'_>> {
+            slots
+                .map(|s| Call::openat(libc::AT_FDCWD, path, libc::O_RDONLY, 0).into_slot(s))
+                .collect()
+        };
+        let closes = |slots: std::ops::Range<u32>| -> Vec<Call<'static>> {
+            slots.map(|s| Call::close(s as RawFd).fixed()).collect()
+        };
+        let (first, n) = (DIRECT_SLOT, BATCH as u32);
+        let mut ns = 0.0;
+        for _ in 0..m / BATCH {
+            for half in [true, false] {
+                let timed = half == self.open;
+                let t = Instant::now();
+                let per = if timed { k as u32 } else { n };
+                for g in 0..n / per {
+                    let slots = first + g * per..first + (g + 1) * per;
+                    if half {
+                        let mut calls = opens(slots);
+                        mc.run(&mut calls)?;
+                        check_batch(&calls, "openat into a slot")?;
+                    } else {
+                        let mut calls = closes(slots);
+                        mc.run(&mut calls)?;
+                        check_batch(&calls, "close of a slot")?;
+                    }
+                }
+                if timed {
+                    ns += elapsed_ns(t);
+                }
             }
         }
         Ok(ns)
@@ -714,7 +766,7 @@ pub fn calibrate(mode: Mode, progress: &mut dyn FnMut(&str)) -> Result<CostTable
     let started = Instant::now();
     // The library's cheapest set-up for these batches: a fixed-file table for the "fixed file"
     // variants (and the registered ring fd, its default).
-    let options = Options::new((2 * BATCH) as u32).file_slots(2);
+    let options = Options::new((2 * BATCH) as u32).file_slots(DIRECT_SLOT + BATCH as u32);
     let mut mc = match MultiCall::with_options(&options) {
         Ok(mc) => Ok(mc),
         Err(e @ pkprof_multicall::Error::Unavailable { .. }) => Err(e.to_string()),
@@ -776,17 +828,24 @@ pub fn calibrate(mode: Mode, progress: &mut dyn FnMut(&str)) -> Result<CostTable
             }
         }
         let p = cstring(&path);
-        for (op, open, cached) in [
-            ("openat", true, false),
-            ("openat", true, true),
-            ("close", false, false),
+        for (op, open, cached, direct) in [
+            ("openat", true, false, false),
+            ("openat", true, true, false),
+            ("openat", true, false, true),
+            ("close", false, false, false),
+            ("close", false, false, true),
         ] {
             let mut b = OpenClose {
                 path: p.clone(),
                 open,
                 cached,
+                direct,
             };
-            let variant = if cached { "RESOLVE_CACHED" } else { "" };
+            let variant = match (cached, direct) {
+                (true, _) => "RESOLVE_CACHED",
+                (_, true) => DIRECT_DESCRIPTOR,
+                _ => "",
+            };
             let m = mc.as_mut().ok();
             ops.push(op_cost(op, on, variant, &mut b, m, mode, progress)?);
         }

@@ -339,7 +339,7 @@ pub fn cost_table(
     }
     writeln!(
         out,
-        "{:8} {:6} {:14} {:>24} {:>24} {:>24} {:>12}",
+        "{:8} {:6} {:17} {:>24} {:>24} {:>24} {:>12}",
         "op", "on", "batched as", "plain", "batched per op", "per batch", "saving/op"
     )?;
     for o in &t.ops {
@@ -353,7 +353,7 @@ pub fn cost_table(
         };
         writeln!(
             out,
-            "{:8} {:6} {:14} {:>24} {:>24} {:>24} {:>12}",
+            "{:8} {:6} {:17} {:>24} {:>24} {:>24} {:>12}",
             o.op,
             o.on,
             if o.variant.is_empty() {
