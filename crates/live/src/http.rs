@@ -68,7 +68,7 @@ impl Server {
     /// Makes `frame` the one `/metrics` shows and sends it to every `/stream` client.
     pub fn publish(&self, frame: &Arc<Interval>) {
         if let Ok(mut e) = self.shared.exposition.lock() {
-            e.update(frame);
+            e.observe(Arc::clone(frame));
         }
         if let Ok(mut subs) = self.shared.subscribers.lock() {
             subs.retain(|tx| match tx.try_send(Arc::clone(frame)) {

@@ -1,5 +1,9 @@
 //! Prometheus text exposition (format 0.0.4) of the latest frame, with bounded cardinality.
 //!
+//! Each frame is observed (slots, offsets, exits: cheap bookkeeping that must see every frame to
+//! keep the counters monotonic); the text is rendered only when asked for, from the latest frame,
+//! and kept until the next one: a scrape every 15 s costs one rendering, not fifteen.
+//!
 //! Written by hand rather than through a metrics registry crate: the series are a bounded
 //! snapshot rebuilt each refresh (at most N processes plus one `pid="other"` row), which a registry
 //! of long-lived metric handles does not model; the format itself is a few lines.
@@ -14,8 +18,10 @@
 //! back lower (a process regaining a slot counts from then; a reused PID is another process), and
 //! Prometheus reads a lower value as a counter reset.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::sync::Arc;
 
 use pkprof_accounting::{Counters, Interval, Row, BLOCK_REASONS, CHAIN_NAMES, SOFTIRQ_NAMES};
 
@@ -50,6 +56,8 @@ struct Member {
     /// than it closes at (its wait for a CPU once woken is known at its switch-in only), so a
     /// series holds its value until the figure passes it.
     fn_last: HashMap<String, u64>,
+    /// The function series of the latest frame, in order, with their values.
+    fn_series: Vec<(String, u64)>,
 }
 
 /// Label sets (pid, comm) that left the exposition, with when (frame time, Unix seconds).
@@ -61,7 +69,11 @@ pub struct Exposition {
     /// Part of `other` no longer carried by a live unexported row.
     frozen: Counters,
     retired: Retired,
-    text: String,
+    /// The latest frame; its exited rows are settled when the next frame comes (the rendering
+    /// still shows their series), so that what is rendered is what an eager rendering showed.
+    frame: Option<Arc<Interval>>,
+    /// The rendering of `frame`, made at the first request.
+    text: OnceCell<String>,
 }
 
 impl Exposition {
@@ -71,13 +83,17 @@ impl Exposition {
             members: HashMap::new(),
             frozen: Counters::default(),
             retired: Retired::new(),
-            text: String::from("# no frame yet\n"),
+            frame: None,
+            text: OnceCell::new(),
         }
     }
 
-    /// The exposition of the last frame given to `update`.
+    /// The exposition of the last frame given to `update`, rendered at the first call after it.
     pub fn text(&self) -> &str {
-        &self.text
+        self.text.get_or_init(|| match &self.frame {
+            Some(f) => self.render(f),
+            None => String::from("# no frame yet\n"),
+        })
     }
 
     /// Moves what `m`'s series (or its share of `other`) carried so far into `frozen`.
@@ -173,12 +189,61 @@ impl Exposition {
             };
             m.fn_labels.clear();
             m.fn_last.clear();
+            m.fn_series.clear();
             exported += 1;
         }
     }
 
+    /// Takes a frame (a copy of it: `observe` takes a shared one without copying).
     pub fn update(&mut self, frame: &Interval) {
-        self.assign_slots(frame);
+        self.observe(Arc::new(frame.clone()));
+    }
+
+    /// Takes the next frame: the previous frame's exited rows are settled, slots are given, each
+    /// exported process's OTHER function series are brought up to date; the text is rendered
+    /// when asked for.
+    pub fn observe(&mut self, frame: Arc<Interval>) {
+        if let Some(prev) = self.frame.take() {
+            self.settle_exits(&prev);
+        }
+        self.assign_slots(&frame);
+        let id = |r: &Row| r.tid.unwrap_or(r.pid);
+        for r in &frame.rows {
+            let m = self.members.get_mut(&id(r)).expect("member of a row");
+            if m.exported {
+                note_other_fns(r, m);
+            }
+        }
+        for m in self.members.values_mut() {
+            m.shown = true;
+        }
+        self.frame = Some(frame);
+        self.text = OnceCell::new();
+    }
+
+    /// The rows of `frame` that exited leave: their series end, their totals move into `other`.
+    fn settle_exits(&mut self, frame: &Interval) {
+        let id = |r: &Row| r.tid.unwrap_or(r.pid);
+        for r in frame.rows.iter().filter(|r| r.exited) {
+            if let Some(mut m) = self.members.remove(&id(r)) {
+                if m.exported {
+                    Self::unexport(
+                        &mut self.frozen,
+                        &mut self.retired,
+                        id(r),
+                        &mut m,
+                        r,
+                        frame.unix_s,
+                    );
+                } else {
+                    Self::settle(&mut self.frozen, &mut m, &r.total);
+                }
+            }
+        }
+    }
+
+    /// The exposition of `frame`, observed last.
+    fn render(&self, frame: &Interval) -> String {
         let id = |r: &Row| r.tid.unwrap_or(r.pid);
         let mut exported: Vec<(&Row, Counters)> = Vec::new();
         let mut other = self.frozen;
@@ -214,8 +279,7 @@ impl Exposition {
         let _ = writeln!(s, "# HELP pkprof_wall_other_function_seconds_total Blocked time in class other by the kernel function the process's threads blocked in (the first outside the scheduler), since it got its series; at most 8 functions a process, the rest as function=\"other\".");
         let _ = writeln!(s, "# TYPE pkprof_wall_other_function_seconds_total counter");
         for (r, _) in &exported {
-            let m = self.members.get_mut(&id(r)).expect("member of a row");
-            write_other_fns(&mut s, &id(r).to_string(), r, m);
+            write_other_fns(&mut s, &id(r).to_string(), r, &self.members[&id(r)]);
         }
         let _ = writeln!(s, "# HELP pkprof_runq_wait_seconds Runqueue waits of the process's threads (runnable until switched in), since start; buckets at powers of 4 from 1.024 us.");
         let _ = writeln!(s, "# TYPE pkprof_runq_wait_seconds histogram");
@@ -293,34 +357,14 @@ impl Exposition {
         let _ = writeln!(s, "# HELP pkprof_self_rss_bytes pkprof's resident memory.");
         let _ = writeln!(s, "# TYPE pkprof_self_rss_bytes gauge");
         let _ = writeln!(s, "pkprof_self_rss_bytes {}", frame.self_usage.rss_bytes);
-        self.text = s;
-
-        for m in self.members.values_mut() {
-            m.shown = true;
-        }
-        for r in frame.rows.iter().filter(|r| r.exited) {
-            if let Some(mut m) = self.members.remove(&id(r)) {
-                if m.exported {
-                    Self::unexport(
-                        &mut self.frozen,
-                        &mut self.retired,
-                        id(r),
-                        &mut m,
-                        r,
-                        frame.unix_s,
-                    );
-                } else {
-                    Self::settle(&mut self.frozen, &mut m, &r.total);
-                }
-            }
-        }
+        s
     }
 }
 
-/// The OTHER functions of exported row `r` (member `m`): their own series for the first
-/// MAX_OTHER_FNS seen, the rest summed as `function="other"` (a function never moves between
-/// the two, so every series is monotonic).
-fn write_other_fns(s: &mut String, pid: &str, r: &Row, m: &mut Member) {
+/// The OTHER functions of exported row `r` (member `m`) in this frame: their own series for the
+/// first MAX_OTHER_FNS seen, the rest summed as `function="other"` (a function never moves
+/// between the two, so every series is monotonic); each holds its highest value so far.
+fn note_other_fns(r: &Row, m: &mut Member) {
     let since = |m: &Member, f: &pkprof_accounting::OtherFn| {
         f.ns.saturating_sub(m.fn_offset.get(&f.function).copied().unwrap_or(0))
     };
@@ -332,9 +376,8 @@ fn write_other_fns(s: &mut String, pid: &str, r: &Row, m: &mut Member) {
             m.fn_labels.push(f.function.clone());
         }
     }
-    let comm = escape(&r.comm);
     let mut rest = 0;
-    let mut own: Vec<(&str, u64)> = m.fn_labels.iter().map(|l| (l.as_str(), 0)).collect();
+    let mut own: Vec<(String, u64)> = m.fn_labels.iter().map(|l| (l.clone(), 0)).collect();
     for f in &r.other_fns {
         match own.iter_mut().find(|(l, _)| *l == f.function) {
             Some(o) => o.1 = since(m, f),
@@ -342,17 +385,25 @@ fn write_other_fns(s: &mut String, pid: &str, r: &Row, m: &mut Member) {
         }
     }
     if m.fn_labels.len() == MAX_OTHER_FNS || rest > 0 {
-        own.push(("other", rest));
+        own.push(("other".to_string(), rest));
     }
-    for (function, ns) in own {
-        let last = m.fn_last.entry(function.to_string()).or_default();
-        *last = ns.max(*last);
-        let ns = *last;
+    for (function, ns) in &mut own {
+        let last = m.fn_last.entry(function.clone()).or_default();
+        *last = (*ns).max(*last);
+        *ns = *last;
+    }
+    m.fn_series = own;
+}
+
+/// The OTHER function series of exported row `r` (member `m`), as `note_other_fns` left them.
+fn write_other_fns(s: &mut String, pid: &str, r: &Row, m: &Member) {
+    let comm = escape(&r.comm);
+    for (function, ns) in &m.fn_series {
         let _ = writeln!(
             s,
             "pkprof_wall_other_function_seconds_total{{pid=\"{pid}\",comm=\"{comm}\",function=\"{}\"}} {}",
             escape(function),
-            secs(ns)
+            secs(*ns)
         );
     }
 }

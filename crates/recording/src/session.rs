@@ -92,6 +92,8 @@ pub struct Session<'a, K: KernelSource, M: ProcessMaps> {
     /// How long one `step` waits for ring records.
     poll_every: Duration,
     python: Python,
+    /// Reads of the accounting so far (`frames_read`).
+    frames_read: u64,
 }
 
 /// How often the exact accounting is read, and with it exited threads are freed from the kernel's
@@ -149,6 +151,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             batch: Vec::new(),
             poll_every: Duration::from_millis(50),
             python: Python::default(),
+            frames_read: 0,
         }
     }
 
@@ -285,6 +288,13 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
     /// The accounting's latest read (totals since attach), for live outputs.
     pub fn last_frame(&self) -> Option<&Interval> {
         self.rec.last_frame.as_ref()
+    }
+
+    /// How many times the accounting was read: a live output that must see every frame once
+    /// (the Prometheus exposition settles exited processes from the frame that shows them
+    /// exited) takes `last_frame` when this changed.
+    pub fn frames_read(&self) -> u64 {
+        self.frames_read
     }
 
     /// Samples and stack groups in memory now, and samples dropped by the aggregate's limits.
@@ -633,6 +643,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             }
         }
         self.rec.last_frame = Some(frame);
+        self.frames_read += 1;
         Ok(())
     }
 }

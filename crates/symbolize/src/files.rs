@@ -7,11 +7,12 @@
 //!
 //! blazesym reads each file through `/proc/self/fd/N`, which reopens exactly the file we hold.
 //!
-//! A long-lived symbolizer (the agent) evicts the files no captured process maps any more and
-//! no capture met since the last eviction ([`FileCache::evict_unused`]; the second condition
-//! keeps the binary of a fork loop, `/bin/true` started back to back, from being read again at
-//! every window): their descriptors are closed and their ids reused, so the caller must drop
-//! everything it keyed by those ids and by their `/proc/self/fd/N` paths.
+//! A long-lived symbolizer (the agent) evicts the files that no captured process mapped and no
+//! capture met for [`EVICT_AFTER`] evictions in a row ([`FileCache::evict_unused`]; the second
+//! condition keeps the binary of a fork loop, `/bin/true` started back to back, and the grace
+//! keeps a tool that runs now and then, a compiler in a build, from being parsed again each
+//! time it comes back): their descriptors are closed and their ids reused, so the caller must
+//! drop everything it keyed by those ids and by their `/proc/self/fd/N` paths.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -23,6 +24,11 @@ use std::path::{Path, PathBuf};
 use crate::maps::MapsLine;
 
 pub(crate) type FileId = usize;
+
+/// Evictions in a row a file must have gone unused (no captured process mapping it, no capture
+/// meeting it) before it is closed: with the agent's 10 s windows, half a minute. A binary run
+/// once is then held that long; one that comes back within it is not read and parsed again.
+pub(crate) const EVICT_AFTER: u32 = 3;
 
 /// How to reach a mapped file.
 #[derive(Clone, Copy, Debug)]
@@ -101,6 +107,8 @@ pub(crate) struct FileCache {
     free: Vec<FileId>,
     /// Files a capture met since the last eviction.
     touched: HashSet<FileId>,
+    /// Evictions in a row each held file has gone unused (absent: used at the last one).
+    unused_for: HashMap<FileId, u32>,
 }
 
 impl FileCache {
@@ -202,18 +210,28 @@ impl FileCache {
         self.files.len() - self.free.len()
     }
 
-    /// Closes every file that `used` does not hold and no capture met since the last call, and
-    /// forgets it (its id is reused later). Returns the ids evicted with the paths blazesym knew
-    /// them by (empty for files that could not be opened), for the caller to drop what it
-    /// cached under them.
+    /// Closes every file that `used` did not hold and no capture met at this call and the
+    /// `EVICT_AFTER - 1` before it, and forgets it (its id is reused later). Returns the ids
+    /// evicted with the paths blazesym knew them by (empty for files that could not be opened),
+    /// for the caller to drop what it cached under them.
     pub fn evict_unused(&mut self, used: &HashSet<FileId>) -> Vec<(FileId, PathBuf)> {
         let free: HashSet<FileId> = self.free.iter().copied().collect();
         let touched = std::mem::take(&mut self.touched);
         let mut evicted = Vec::new();
         for id in 0..self.files.len() {
-            if used.contains(&id) || free.contains(&id) || touched.contains(&id) {
+            if free.contains(&id) {
                 continue;
             }
+            if used.contains(&id) || touched.contains(&id) {
+                self.unused_for.remove(&id);
+                continue;
+            }
+            let n = self.unused_for.entry(id).or_default();
+            *n += 1;
+            if *n < EVICT_AFTER {
+                continue;
+            }
+            self.unused_for.remove(&id);
             let f = std::mem::replace(&mut self.files[id], OpenFile::evicted());
             evicted.push((id, f.fd_path));
             self.free.push(id);
@@ -306,7 +324,11 @@ mod tests {
         assert_ne!(a, b);
         // Both met since the last eviction: kept.
         assert!(c.evict_unused(&HashSet::new()).is_empty());
-        // Then only `a` is used.
+        // Then only `a` is used: `b` is kept for EVICT_AFTER - 1 evictions, closed at the next.
+        for _ in 1..EVICT_AFTER {
+            assert!(c.evict_unused(&HashSet::from([a])).is_empty());
+            assert!(c.get(b).file().is_some());
+        }
         let evicted = c.evict_unused(&HashSet::from([a]));
         assert_eq!(evicted.len(), 1);
         assert_eq!(evicted[0].0, b);
@@ -323,5 +345,26 @@ mod tests {
             Opened::Known(id) if id == a
         ));
         assert_eq!(c.len(), 2);
+    }
+
+    /// A file met again within the grace starts its count over.
+    #[test]
+    fn a_file_met_again_is_kept() {
+        let mut c = FileCache::default();
+        let a = c.open_mapping(OpenVia::Path, &line("/bin/true", 1)).id();
+        assert!(c.evict_unused(&HashSet::new()).is_empty()); // met since the last
+        for _ in 1..EVICT_AFTER {
+            assert!(c.evict_unused(&HashSet::new()).is_empty());
+        }
+        // Met once more just before it would go.
+        assert!(matches!(
+            c.open_mapping(OpenVia::Path, &line("/bin/true", 1)),
+            Opened::Known(id) if id == a
+        ));
+        for _ in 0..EVICT_AFTER {
+            assert!(c.evict_unused(&HashSet::new()).is_empty());
+        }
+        assert_eq!(c.evict_unused(&HashSet::new()).len(), 1);
+        assert_eq!(c.len(), 0);
     }
 }

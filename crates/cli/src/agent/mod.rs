@@ -166,10 +166,16 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
     };
     let mut sampling = true;
     let mut next_publish = Instant::now();
+    // Each frame of the accounting goes to /metrics and /stream once: the exposition settles a
+    // process from the frame that shows it exited (a frame skipped would lose it from `other`,
+    // one seen twice would count it twice).
+    let mut published = 0;
     loop {
         session.step()?;
+        publish_new(&http, &session, &mut published);
         while let Ok(Incoming { request, reply }) = ctl.requests.try_recv() {
             let answer = w.answer(request, &mut session, &mut sampling);
+            publish_new(&http, &session, &mut published);
             let _ = reply.send(answer);
         }
         if signals::take_hup() {
@@ -180,15 +186,13 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
         }
         if w.started.elapsed() >= w.config.window {
             w.close(&mut session)?;
+            publish_new(&http, &session, &mut published);
         }
         if Instant::now() >= next_publish {
             next_publish = Instant::now() + Duration::from_secs(1);
             let (stacks, groups, dropped) = session.aggregate_size();
             w.health.open_window(stacks, groups, dropped);
             if let Some(h) = &http {
-                if let Some(frame) = session.last_frame() {
-                    h.publish(&Arc::new(frame.clone()));
-                }
                 h.set_extra(w.health.metrics(&w.store, &w.sinks, sampling));
             }
         }
@@ -200,6 +204,21 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
     drop(ctl); // removes the socket
     eprintln!("pkprof: agent stopped; {} windows closed", w.health.windows);
     Ok(0)
+}
+
+/// Hands the accounting's latest frame to /metrics and /stream if it is one they have not had
+/// (`published`: the session's read count they had it at).
+fn publish_new(
+    http: &Option<pkprof_live::http::Server>,
+    session: &AgentSession<'_, '_>,
+    published: &mut u64,
+) {
+    if let (Some(h), Some(frame)) = (http, session.last_frame()) {
+        if session.frames_read() != *published {
+            *published = session.frames_read();
+            h.publish(&Arc::new(frame.clone()));
+        }
+    }
 }
 
 /// What the profile of a window says it profiled: the whole system.
