@@ -635,8 +635,9 @@ fn estimate_batch(
     let mut noisy = false;
     let mut basis = Vec::new();
     let mut targets: Vec<&str> = Vec::new();
-    // The link of each op (None: a table from before links were measured).
-    let mut link_costs: Vec<Option<Measure>> = Vec::new();
+    // The link of the op that starts each iteration's chain (see `Links::Chains`), and
+    // whether the table measured it (not in a table of schema /1).
+    let mut start_link: Option<Option<Measure>> = None;
     let hands_on = c
         .path
         .iter()
@@ -667,7 +668,11 @@ fn estimate_batch(
             fixed_high = fixed.p25_ns;
         }
         fixed_n += ops;
-        link_costs.push(cost.unlinked.map(|u| u.link));
+        // An iteration starts with its openat (whose file the others use), else with the
+        // path's first call.
+        if start_link.is_none() || (hands_on && op == "openat") {
+            start_link = Some(cost.unlinked.map(|u| u.link));
+        }
         noisy |= plain.noisy() || batched.noisy() || fixed.noisy();
         let variant = if cost.variant.is_empty() {
             String::new()
@@ -698,30 +703,24 @@ fn estimate_batch(
         .collect();
     let mut chains_basis = String::new();
     if let Links::Chains(chains) = links {
-        // The table's batched cost is an op's in one linked chain: each chain that starts a
-        // batch's chains after the first saves the link into its first op. Which op starts an
-        // iteration the path does not say (a loop's path starts anywhere): their mean link.
+        // The table's batched cost is an op's in one linked chain: each chain of a batch
+        // after its first does not wait for the one before it and saves the link into its
+        // first op. (An op handed to io-wq links dearly, a wake-up of the worker and one of
+        // the caller per op, 10 µs here; the first ops of independent chains go to the
+        // workers together and save that too.)
         let unlinked = (chains - batches).max(0.0);
-        let all: Option<Vec<Measure>> = link_costs.iter().copied().collect();
-        match all {
-            Some(l) if !l.is_empty() => {
-                let n = l.len() as f64;
-                let mean = |f: fn(&Measure) -> f64| l.iter().map(f).sum::<f64>() / n;
-                let (mid, p25, p75) = (
-                    mean(|m| m.median_ns),
-                    mean(|m| m.p25_ns),
-                    mean(|m| m.p75_ns),
-                );
+        match start_link.flatten() {
+            Some(l) => {
                 saving = saving.add(Triple {
-                    mid: unlinked * mid,
-                    low: unlinked * p25,
-                    high: unlinked * p75,
+                    mid: unlinked * l.median_ns,
+                    low: unlinked * l.p25_ns,
+                    high: unlinked * l.p75_ns,
                 });
                 chains_basis = format!(
-                    "; {} independent chains, one per iteration, each not linked to the one \
-                     before saves a link ({} per link)",
+                    "; {} independent chains, one per iteration: each not linked to the one \
+                     before saves the link into its first op ({})",
                     chains.round(),
-                    format_ns(mid)
+                    format_ns(l.median_ns)
                 );
             }
             _ => {
@@ -1546,9 +1545,9 @@ mod tests {
 
     /// A batch of several iterations of a socket loop runs them as independent chains (one per
     /// request, on different connections): each chain after the first of a batch does not wait
-    /// for the one before it and saves a link (the mean of its ops' links); one multi-call per
-    /// iteration is one chain and is priced as before. A table without links (schema /1) prices
-    /// every batch as one linked chain and says so.
+    /// for the one before it and saves the link into its first op (recvmsg, the path's first);
+    /// one multi-call per iteration is one chain and is priced as before. A table without
+    /// links (schema /1) prices every batch as one linked chain and says so.
     #[test]
     fn independent_chains_save_their_links() {
         let a = analysis(&["recvmsg", "sendmsg"], 100, OBSERVED_NS);
@@ -1569,15 +1568,16 @@ mod tests {
             estimate_of(&before, per_batch),
             estimate_of(&after, per_batch),
         );
-        // c.count chains in ceil(count / 16) batches: all but each batch's first save the mean
-        // link, (40 + 60) / 2 = 50 ns; low and high take the links' quartiles (45, 55).
+        // c.count chains in ceil(count / 16) batches: all but each batch's first save the
+        // recvmsg's link, 40 ns; low and high take its quartiles (36, 44).
+        assert_eq!(c.path[0].name, "recvmsg");
         let batches = (c.count as f64 / 16.0).ceil() as i64;
         let unlinked = c.count as i64 - batches;
-        assert_eq!(n.saved_ns - b.saved_ns, unlinked * 50, "{n:?}");
-        assert_eq!(n.saved_low_ns - b.saved_low_ns, unlinked * 45, "{n:?}");
-        assert_eq!(n.saved_high_ns - b.saved_high_ns, unlinked * 55, "{n:?}");
+        assert_eq!(n.saved_ns - b.saved_ns, unlinked * 40, "{n:?}");
+        assert_eq!(n.saved_low_ns - b.saved_low_ns, unlinked * 36, "{n:?}");
+        assert_eq!(n.saved_high_ns - b.saved_high_ns, unlinked * 44, "{n:?}");
         assert!(n.basis.contains("independent chains"), "{}", n.basis);
-        assert!(n.basis.contains("(50 ns per link)"), "{}", n.basis);
+        assert!(n.basis.contains("into its first op (40 ns)"), "{}", n.basis);
         assert!(b.basis.contains("links were not calibrated"), "{}", b.basis);
         // One multi-call per iteration: one chain, the same estimate either way.
         let one = |alts: &[Alternative]| match &alts
@@ -1598,6 +1598,37 @@ mod tests {
             (n1.saved_ns, n1.saved_low_ns, n1.saved_high_ns)
         );
         assert!(!n1.basis.contains("chains"), "{}", n1.basis);
+    }
+
+    /// A loop that opens a file per iteration is batched as independent chains, each
+    /// starting with its openat wherever the path starts: the chains save the openat's link.
+    #[test]
+    fn an_iteration_that_opens_its_file_starts_with_the_openat() {
+        let a = analysis(&["read", "close", "openat"], 100, OBSERVED_NS);
+        let c = &a.clusters[0];
+        let g = &a.threads[0].graph;
+        let mut old = table();
+        old.ops.push(op("openat", "file", 3000.0, 500.0, 700.0));
+        let mut new = old.clone();
+        for o in &mut new.ops {
+            let link = match o.op.as_str() {
+                "openat" => 90.0,
+                "read" => 30.0,
+                _ => 20.0,
+            };
+            *o = with_link(o.clone(), link);
+        }
+        let (_, _, before) = advise(&old, c, g, Evidence::ANY);
+        let (_, _, after) = advise(&new, c, g, Evidence::ANY);
+        let suffix = "iterations per batch";
+        let (b, n) = (estimate_of(&before, suffix), estimate_of(&after, suffix));
+        let batches = (c.count as f64 / 16.0).ceil() as i64;
+        assert_eq!(
+            n.saved_ns - b.saved_ns,
+            (c.count as i64 - batches) * 90,
+            "{n:?}"
+        );
+        assert!(n.basis.contains("into its first op (90 ns)"), "{}", n.basis);
     }
 
     /// A read -> write loop batched several iterations at a time is one linked chain (the same
