@@ -252,11 +252,16 @@ impl CostTable {
 
     /// Every measure of the table, for its overall noise.
     fn measures(&self) -> impl Iterator<Item = &Measure> {
+        self.measures_and_links(true)
+    }
+
+    /// Every measure, the links (`Unlinked::link`) only with `links`.
+    fn measures_and_links(&self, links: bool) -> impl Iterator<Item = &Measure> {
         std::iter::once(&self.crossing)
             .chain(
                 self.ops
                     .iter()
-                    .flat_map(|o| {
+                    .flat_map(move |o| {
                         let u = o.unlinked.as_ref();
                         [
                             Some(&o.plain),
@@ -264,7 +269,7 @@ impl CostTable {
                             o.batch_fixed.as_ref(),
                             u.map(|u| &u.batched),
                             u.map(|u| &u.batch_fixed),
-                            u.map(|u| &u.link),
+                            u.filter(|_| links).map(|u| &u.link),
                         ]
                     })
                     .flatten(),
@@ -289,13 +294,7 @@ impl CostTable {
     /// difference of tens of ns whose spread relative to it says little (its absolute spread
     /// widens an estimate's range instead).
     fn spread_measures(&self) -> impl Iterator<Item = &Measure> {
-        let links: Vec<*const Measure> = self
-            .ops
-            .iter()
-            .filter_map(|o| o.unlinked.as_ref().map(|u| &u.link as *const Measure))
-            .collect();
-        self.measures()
-            .filter(move |m| !links.contains(&(*m as *const Measure)))
+        self.measures_and_links(false)
     }
 
     /// The widest spread of any measure (see `Measure::spread`), the links left out.
