@@ -7,8 +7,10 @@
 //! close_range) against the calls they replace. See docs/design.md "Measured advice".
 //!
 //! Each figure is the median and quartiles of `repeats` measures of `ops` operations, the
-//! plain, batch-of-1 and batch-of-N phases interleaved in a rotating order so that drift and
-//! load spread over all three; a wide spread marks the figure noisy rather than hiding it.
+//! plain, batch-of-1, batch-of-N (one linked chain) and unlinked batch-of-N (N independent
+//! chains of one: what a link costs, `costs::Unlinked`) phases interleaved in a rotating order
+//! so that drift and load spread over all four; a wide spread marks the figure noisy rather
+//! than hiding it.
 //! Batches go through `pkprof_multicall::MultiCall` as a program would use it (building the
 //! calls included), so the library's cheaper modes are measured once it has them.
 
