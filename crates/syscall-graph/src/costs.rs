@@ -13,6 +13,13 @@
 //! - a cluster batched as `batches` batches over `ops` ops (per path position) saves
 //!   `sum over positions(ops_i * (plain_i - batched_i)) - batches * fixed`, where
 //!   `ops - batches` is its `crossings_saved` (see `clusters`);
+//! - `batched` is an op's cost in one linked chain (the calibration's batch of N is one chain),
+//!   so it holds a link: what the op costs more when io_uring issues it from task work after
+//!   the one before it completes. A batch of independent chains (`run_chains`: several
+//!   iterations on different files or sockets, `Links::Chains`) pays no link into the first op
+//!   of each chain but the batch's first, and saves `(chains - batches) * link` more, `link`
+//!   being measured per op against the same batch as independent chains of one
+//!   (`OpCost::unlinked`);
 //! - a single call that replaces a read/write loop saves `iterations * (plain - single)` per
 //!   calibrated iteration (4 KiB); a vector call (writev, preadv, close_range, ...) that merges a
 //!   run saves `crossings_saved * (plain(op) - single)`, `single` being its cost per extra element;
@@ -39,8 +46,13 @@ use crate::suggest::{self, Kind, Shape, Suggestion};
 /// hands an openat's file to the calls after it runs (`CostTable::op_in`).
 pub const DIRECT_DESCRIPTOR: &str = "direct descriptor";
 
-/// The value of `CostTable::schema`; changes when a field changes meaning.
-pub const COSTS_SCHEMA: &str = "pkprof-calibration/1";
+/// The value of `CostTable::schema`; changes when a field changes meaning or is added.
+/// `/2` added `OpCost::unlinked`.
+pub const COSTS_SCHEMA: &str = "pkprof-calibration/2";
+
+/// The schemas this pkprof reads: its own, and `/1`, whose tables lack `OpCost::unlinked`
+/// (their batches are all priced as linked chains, as before, and the basis says so).
+pub const COSTS_SCHEMAS_READ: [&str; 2] = ["pkprof-calibration/1", COSTS_SCHEMA];
 
 /// The replacement of a `Kind::LeaveIt` suggestion.
 pub const LEAVE_IT: &str = "keep the calls as they are";
@@ -131,6 +143,26 @@ pub struct OpCost {
     pub batched: Option<Measure>,
     /// The fixed cost of one batch of this op (None: batches unavailable).
     pub batch_fixed: Option<Measure>,
+    /// The op batched as independent chains of one (`run_chains`), against `batched`, which is
+    /// one linked chain: what a link costs (None: batches unavailable, or a table of schema
+    /// `/1`, from before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlinked: Option<Unlinked>,
+}
+
+/// One op in a batch of `batch_size` independent ops (chains of one), against the same batch
+/// as one linked chain. From the batch of 1 (`t1 = F + b`), the linked batch (`F + N b`) and
+/// the unlinked one (`F_u + N b_u`, with `F_u + b_u = t1`): per repeat, `b_u`, `F_u = t1 - b_u`
+/// and the link `b - b_u = N (t_linked - t_unlinked) / (N - 1)`, what an op costs more when it
+/// waits for the one before it (io_uring issues it from task work once that one completes).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Unlinked {
+    /// Each op beyond the batch's fixed cost, not linked to another.
+    pub batched: Measure,
+    /// The fixed cost of one batch in this split (`t1 - batched`).
+    pub batch_fixed: Measure,
+    /// What linking the op to the one before it adds.
+    pub link: Measure,
 }
 
 /// A single Linux call measured against the calls it replaces.
@@ -220,11 +252,26 @@ impl CostTable {
 
     /// Every measure of the table, for its overall noise.
     fn measures(&self) -> impl Iterator<Item = &Measure> {
+        self.measures_and_links(true)
+    }
+
+    /// Every measure, the links (`Unlinked::link`) only with `links`.
+    fn measures_and_links(&self, links: bool) -> impl Iterator<Item = &Measure> {
         std::iter::once(&self.crossing)
             .chain(
                 self.ops
                     .iter()
-                    .flat_map(|o| [Some(&o.plain), o.batched.as_ref(), o.batch_fixed.as_ref()])
+                    .flat_map(move |o| {
+                        let u = o.unlinked.as_ref();
+                        [
+                            Some(&o.plain),
+                            o.batched.as_ref(),
+                            o.batch_fixed.as_ref(),
+                            u.map(|u| &u.batched),
+                            u.map(|u| &u.batch_fixed),
+                            u.filter(|_| links).map(|u| &u.link),
+                        ]
+                    })
                     .flatten(),
             )
             .chain(self.single_calls.iter().flat_map(|s| [&s.plain, &s.single]))
@@ -243,14 +290,23 @@ impl CostTable {
             .map(|m| format!("a timing is negative ({m:?})"))
     }
 
-    /// The widest spread of any measure (see `Measure::spread`).
-    pub fn worst_spread(&self) -> f64 {
-        self.measures().map(Measure::spread).fold(0.0, f64::max)
+    /// The measures whose spread tells the machine's noise: all but the links, each a
+    /// difference of tens of ns whose spread relative to it says little (its absolute spread
+    /// widens an estimate's range instead).
+    fn spread_measures(&self) -> impl Iterator<Item = &Measure> {
+        self.measures_and_links(false)
     }
 
-    /// Measures whose spread is over `NOISY_SPREAD`, of all.
+    /// The widest spread of any measure (see `Measure::spread`), the links left out.
+    pub fn worst_spread(&self) -> f64 {
+        self.spread_measures()
+            .map(Measure::spread)
+            .fold(0.0, f64::max)
+    }
+
+    /// Measures whose spread is over `NOISY_SPREAD`, of all (the links left out).
     pub fn noisy_count(&self) -> (usize, usize) {
-        let all: Vec<&Measure> = self.measures().collect();
+        let all: Vec<&Measure> = self.spread_measures().collect();
         (all.iter().filter(|m| m.noisy()).count(), all.len())
     }
 }
@@ -549,12 +605,25 @@ impl Triple {
     }
 }
 
-/// The estimate of batching the cluster as `suggestion` (Multicall or PartialMulticall) says.
+/// How the ops of a batch are linked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Links {
+    /// One linked chain per batch (`MultiCall::run`): what the table's `batched` measures.
+    OneChain,
+    /// Independent chains (`run_chains`), this many in all the batches: each chain after the
+    /// first of its batch does not wait for the one before it, and saves the link into its
+    /// first op (`OpCost::unlinked`).
+    Chains(f64),
+}
+
+/// The estimate of batching the cluster as `suggestion` (Multicall or PartialMulticall) says,
+/// the batches' ops linked as `links` says.
 fn estimate_batch(
     table: &CostTable,
     c: &Cluster,
     obs: &Observed,
     crossings_saved: u64,
+    links: Links,
 ) -> Result<Estimate, String> {
     if let Some(why) = &table.batched_unavailable {
         return Err(format!("batched ops are unavailable here: {why}"));
@@ -565,6 +634,9 @@ fn estimate_batch(
     let mut noisy = false;
     let mut basis = Vec::new();
     let mut targets: Vec<&str> = Vec::new();
+    // The link of the op that starts each iteration's chain (see `Links::Chains`), and
+    // whether the table measured it (not in a table of schema /1).
+    let mut start_link: Option<Option<Measure>> = None;
     let hands_on = c
         .path
         .iter()
@@ -595,6 +667,11 @@ fn estimate_batch(
             fixed_high = fixed.p25_ns;
         }
         fixed_n += ops;
+        // An iteration starts with its openat (whose file the others use), else with the
+        // path's first call.
+        if start_link.is_none() || (hands_on && op == "openat") {
+            start_link = Some(cost.unlinked.map(|u| u.link));
+        }
         noisy |= plain.noisy() || batched.noisy() || fixed.noisy();
         let variant = if cost.variant.is_empty() {
             String::new()
@@ -623,8 +700,37 @@ fn estimate_batch(
         .iter()
         .map(|t| table.targets.get(*t).map_or(*t, |s| s.as_str()))
         .collect();
+    let mut chains_basis = String::new();
+    if let Links::Chains(chains) = links {
+        // The table's batched cost is an op's in one linked chain: each chain of a batch
+        // after its first does not wait for the one before it and saves the link into its
+        // first op. (An op handed to io-wq links dearly, a wake-up of the worker and one of
+        // the caller per op, 10 µs here; the first ops of independent chains go to the
+        // workers together and save that too.)
+        let unlinked = (chains - batches).max(0.0);
+        match start_link.flatten() {
+            Some(l) => {
+                saving = saving.add(Triple {
+                    mid: unlinked * l.median_ns,
+                    low: unlinked * l.p25_ns,
+                    high: unlinked * l.p75_ns,
+                });
+                chains_basis = format!(
+                    "; {} independent chains, one per iteration: each not linked to the one \
+                     before saves the link into its first op ({})",
+                    chains.round(),
+                    format_ns(l.median_ns)
+                );
+            }
+            _ => {
+                chains_basis = "; priced as one linked chain per batch: links were not \
+                                calibrated (a table of pkprof-calibration/1; calibrate again)"
+                    .into();
+            }
+        }
+    }
     let basis = format!(
-        "{}, plus {} per batch ({} batches of {:.1} ops; on a {})",
+        "{}, plus {} per batch ({} batches of {:.1} ops; on a {}){chains_basis}",
         basis.join(", "),
         format_ns(fm),
         batches.round(),
@@ -788,8 +894,9 @@ fn iterations_per_run(c: &Cluster, g: &Graph) -> f64 {
 /// other) per multi-call, up to the calibrated batch size and at most the iterations seen in a
 /// row: the suggestion and the crossings it saves. None for a self-loop (its run is batched
 /// whole already), a path with calls the library cannot batch, or one that runs one iteration
-/// at a time.
-fn iterations_batch(table: &CostTable, c: &Cluster, g: &Graph) -> Option<(Suggestion, u64)> {
+/// at a time. The batch's links: independent chains, one per iteration, where the iterations
+/// work on different files or sockets (`independent_iterations`), else one linked chain.
+fn iterations_batch(table: &CostTable, c: &Cluster, g: &Graph) -> Option<(Suggestion, u64, Links)> {
     if c.shape == Shape::SelfLoop
         || c.path
             .iter()
@@ -818,7 +925,25 @@ fn iterations_batch(table: &CostTable, c: &Cluster, g: &Graph) -> Option<(Sugges
         ),
         unbatchable: Vec::new(),
     };
-    Some((suggestion, calls.saturating_sub(batches)))
+    let links = if independent_iterations(c) {
+        Links::Chains(c.count as f64)
+    } else {
+        Links::OneChain
+    };
+    Some((suggestion, calls.saturating_sub(batches), links))
+}
+
+/// Whether a batch of the loop's iterations runs them as independent chains: the profile does
+/// not say which descriptors the calls used (without `--args`), so by the ops. An iteration
+/// that opens its file hands it on through a direct descriptor and needs nothing of the one
+/// before; socket calls batched several at a time answer requests on different connections
+/// (on one connection the next request is rarely there yet). Reads and writes otherwise are
+/// taken to use the same descriptors in order (a copy, a pipe relay): one linked chain.
+fn independent_iterations(c: &Cluster) -> bool {
+    c.path.iter().any(|n| {
+        suggest::multicall_op(&n.name)
+            .is_some_and(|(op, _)| matches!(op, "openat" | "sendmsg" | "recvmsg"))
+    })
 }
 
 fn choose(
@@ -833,9 +958,13 @@ fn choose(
     let mut tried: Tried = Vec::new();
     match s.kind {
         Kind::Multicall | Kind::PartialMulticall => {
-            tried.push((s.clone(), estimate_batch(table, c, &obs, c.crossings_saved)));
-            if let Some((batch, saved)) = iterations_batch(table, c, g) {
-                tried.push((batch, estimate_batch(table, c, &obs, saved)));
+            let one = Links::OneChain;
+            tried.push((
+                s.clone(),
+                estimate_batch(table, c, &obs, c.crossings_saved, one),
+            ));
+            if let Some((batch, saved, links)) = iterations_batch(table, c, g) {
+                tried.push((batch, estimate_batch(table, c, &obs, saved, links)));
             }
         }
         Kind::SingleCall => {
@@ -845,11 +974,11 @@ fn choose(
             // The batch the table would suggest without the single call, per occurrence.
             if let Some(batch) = suggest::batch_plan(c.shape, &c.path) {
                 let saved = batch.saved_per_count * c.count;
-                let e = estimate_batch(table, c, &obs, saved);
+                let e = estimate_batch(table, c, &obs, saved, Links::OneChain);
                 tried.push((batch.suggestion, e));
             }
-            if let Some((batch, saved)) = iterations_batch(table, c, g) {
-                tried.push((batch, estimate_batch(table, c, &obs, saved)));
+            if let Some((batch, saved, links)) = iterations_batch(table, c, g) {
+                tried.push((batch, estimate_batch(table, c, &obs, saved, links)));
             }
         }
         Kind::Epoll => {
@@ -962,6 +1091,7 @@ mod tests {
             plain: m(plain),
             batched: Some(m(batched)),
             batch_fixed: Some(m(fixed)),
+            unlinked: None,
         }
     }
 
@@ -1383,6 +1513,162 @@ mod tests {
                 "{alternatives:?}"
             );
         }
+    }
+
+    /// `op` with its unlinked split: per op `batched - link`, a link `link`.
+    fn with_link(mut o: OpCost, link: f64) -> OpCost {
+        let (b, f) = (o.batched.unwrap(), o.batch_fixed.unwrap());
+        o.unlinked = Some(Unlinked {
+            batched: m(b.median_ns - link),
+            batch_fixed: m(f.median_ns + link),
+            link: m(link),
+        });
+        o
+    }
+
+    /// The estimate of the alternative whose replacement ends with `suffix`.
+    fn estimate_of(alternatives: &[Alternative], suffix: &str) -> Estimate {
+        let a = alternatives
+            .iter()
+            .find(|a| {
+                a.replacement
+                    .as_deref()
+                    .is_some_and(|r| r.ends_with(suffix))
+            })
+            .unwrap_or_else(|| panic!("no {suffix} in {alternatives:?}"));
+        match &a.saving {
+            Saving::Estimated(e) => e.clone(),
+            Saving::Unknown { why } => panic!("{why}"),
+        }
+    }
+
+    /// A batch of several iterations of a socket loop runs them as independent chains (one per
+    /// request, on different connections): each chain after the first of a batch does not wait
+    /// for the one before it and saves the link into its first op (recvmsg, the path's first);
+    /// one multi-call per iteration is one chain and is priced as before. A table without
+    /// links (schema /1) prices every batch as one linked chain and says so.
+    #[test]
+    fn independent_chains_save_their_links() {
+        let a = analysis(&["recvmsg", "sendmsg"], 100, OBSERVED_NS);
+        let c = &a.clusters[0];
+        let g = &a.threads[0].graph;
+        let mut old = table();
+        old.ops.push(op("recvmsg", "tcp", 2000.0, 500.0, 700.0));
+        old.ops.push(op("sendmsg", "tcp", 2000.0, 500.0, 700.0));
+        let mut new = table();
+        new.ops
+            .push(with_link(op("recvmsg", "tcp", 2000.0, 500.0, 700.0), 40.0));
+        new.ops
+            .push(with_link(op("sendmsg", "tcp", 2000.0, 500.0, 700.0), 60.0));
+        let (_, _, before) = advise(&old, c, g, Evidence::ANY);
+        let (_, _, after) = advise(&new, c, g, Evidence::ANY);
+        let per_batch = "iterations per batch";
+        let (b, n) = (
+            estimate_of(&before, per_batch),
+            estimate_of(&after, per_batch),
+        );
+        // c.count chains in ceil(count / 16) batches: all but each batch's first save the
+        // recvmsg's link, 40 ns; low and high take its quartiles (36, 44).
+        assert_eq!(c.path[0].name, "recvmsg");
+        let batches = (c.count as f64 / 16.0).ceil() as i64;
+        let unlinked = c.count as i64 - batches;
+        assert_eq!(n.saved_ns - b.saved_ns, unlinked * 40, "{n:?}");
+        assert_eq!(n.saved_low_ns - b.saved_low_ns, unlinked * 36, "{n:?}");
+        assert_eq!(n.saved_high_ns - b.saved_high_ns, unlinked * 44, "{n:?}");
+        assert!(n.basis.contains("independent chains"), "{}", n.basis);
+        assert!(n.basis.contains("into its first op (40 ns)"), "{}", n.basis);
+        assert!(b.basis.contains("links were not calibrated"), "{}", b.basis);
+        // One multi-call per iteration: one chain, the same estimate either way.
+        let one = |alts: &[Alternative]| match &alts
+            .iter()
+            .find(|a| {
+                a.kind == Kind::Multicall
+                    && !a.replacement.as_deref().unwrap_or("").ends_with(per_batch)
+            })
+            .expect("one multi-call per iteration")
+            .saving
+        {
+            Saving::Estimated(e) => e.clone(),
+            Saving::Unknown { why } => panic!("{why}"),
+        };
+        let (b1, n1) = (one(&before), one(&after));
+        assert_eq!(
+            (b1.saved_ns, b1.saved_low_ns, b1.saved_high_ns),
+            (n1.saved_ns, n1.saved_low_ns, n1.saved_high_ns)
+        );
+        assert!(!n1.basis.contains("chains"), "{}", n1.basis);
+    }
+
+    /// A loop that opens a file per iteration is batched as independent chains, each
+    /// starting with its openat wherever the path starts: the chains save the openat's link.
+    #[test]
+    fn an_iteration_that_opens_its_file_starts_with_the_openat() {
+        let a = analysis(&["read", "close", "openat"], 100, OBSERVED_NS);
+        let c = &a.clusters[0];
+        let g = &a.threads[0].graph;
+        let mut old = table();
+        old.ops.push(op("openat", "file", 3000.0, 500.0, 700.0));
+        let mut new = old.clone();
+        for o in &mut new.ops {
+            let link = match o.op.as_str() {
+                "openat" => 90.0,
+                "read" => 30.0,
+                _ => 20.0,
+            };
+            *o = with_link(o.clone(), link);
+        }
+        let (_, _, before) = advise(&old, c, g, Evidence::ANY);
+        let (_, _, after) = advise(&new, c, g, Evidence::ANY);
+        let suffix = "iterations per batch";
+        let (b, n) = (estimate_of(&before, suffix), estimate_of(&after, suffix));
+        let batches = (c.count as f64 / 16.0).ceil() as i64;
+        assert_eq!(
+            n.saved_ns - b.saved_ns,
+            (c.count as i64 - batches) * 90,
+            "{n:?}"
+        );
+        assert!(n.basis.contains("into its first op (90 ns)"), "{}", n.basis);
+    }
+
+    /// A read -> write loop batched several iterations at a time is one linked chain (the same
+    /// descriptors in order: a copy, a pipe relay): its links are all paid, as the table's
+    /// linked batch measures, whatever the unlinked split says.
+    #[test]
+    fn iterations_on_the_same_descriptors_stay_one_chain() {
+        let a = analysis(&["read", "write"], 100, OBSERVED_NS);
+        let c = &a.clusters[0];
+        let g = &a.threads[0].graph;
+        let mut linked = table();
+        for o in &mut linked.ops {
+            *o = with_link(o.clone(), 100.0);
+        }
+        let (_, _, before) = advise(&table(), c, g, Evidence::ANY);
+        let (_, _, after) = advise(&linked, c, g, Evidence::ANY);
+        let suffix = "iterations per batch";
+        let (b, n) = (estimate_of(&before, suffix), estimate_of(&after, suffix));
+        assert_eq!(
+            (b.saved_ns, b.saved_low_ns, b.saved_high_ns),
+            (n.saved_ns, n.saved_low_ns, n.saved_high_ns)
+        );
+        assert!(!n.basis.contains("chains"), "{}", n.basis);
+    }
+
+    /// The links are left out of the table's noise: a link of 20 ns with quartiles 0..40 is
+    /// not a noisy machine.
+    #[test]
+    fn links_are_not_counted_as_noise() {
+        let mut t = table();
+        let before = t.noisy_count();
+        t.ops[0] = with_link(t.ops[0].clone(), 20.0);
+        t.ops[0].unlinked.as_mut().unwrap().link = Measure {
+            median_ns: 20.0,
+            p25_ns: 0.0,
+            p75_ns: 40.0,
+            samples: 9,
+        };
+        assert_eq!(t.noisy_count(), (before.0, before.1 + 2));
+        assert!(t.worst_spread() < 1.0);
+        assert!(t.invalid_measure().is_none());
     }
 
     /// A recvmsg -> sendmsg loop is suggested splice, which is not in the table; a batch that is

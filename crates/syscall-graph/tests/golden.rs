@@ -380,6 +380,7 @@ fn cost_table() -> CostTable {
         plain: measure(plain),
         batched: Some(measure(batched)),
         batch_fixed: Some(measure(700.0)),
+        unlinked: None,
     };
     CostTable {
         schema: COSTS_SCHEMA.into(),

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use pkprof_syscall_graph::costs::{CalibrationKey, CostTable, Costs, COSTS_SCHEMA};
+use pkprof_syscall_graph::costs::{CalibrationKey, CostTable, Costs, COSTS_SCHEMAS_READ};
 
 const FILE: &str = "calibration.json";
 
@@ -98,7 +98,8 @@ pub fn load(path: &Path, key: &CalibrationKey) -> Costs {
     // The schema first: a table of another pkprof may not deserialize as this one's.
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(v) => match v.get("schema").and_then(|s| s.as_str()) {
-            Some(s) if s != COSTS_SCHEMA => {
+            // `/1` reads as `/2` without the unlinked batches (`COSTS_SCHEMAS_READ`).
+            Some(s) if !COSTS_SCHEMAS_READ.contains(&s) => {
                 return Costs::Missing(format!(
                     "the calibration {} is of another pkprof ({s}): {HOW}",
                     path.display()
@@ -152,6 +153,7 @@ pub fn store(path: &Path, table: &CostTable) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pkprof_syscall_graph::costs::{OpCost, Unlinked, COSTS_SCHEMA};
 
     fn key() -> CalibrationKey {
         CalibrationKey {
@@ -255,6 +257,46 @@ mod tests {
         assert!(
             matches!(load(&p, &key()), Costs::Missing(w) if w.contains("another pkprof (pkprof-calibration/0)") && !w.contains("corrupt"))
         );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A table of schema `/1` (before the unlinked batches were measured: its ops have no
+    /// `unlinked` field) is read and used, its ops without the link figures; a `/2` table
+    /// keeps them.
+    #[test]
+    fn a_table_of_schema_1_is_read_without_the_links() {
+        let d = dir("schema1");
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join(FILE);
+        let mut t = table();
+        let m = t.crossing;
+        t.ops.push(OpCost {
+            op: "read".into(),
+            on: "file".into(),
+            variant: String::new(),
+            plain: m,
+            batched: Some(m),
+            batch_fixed: Some(m),
+            unlinked: Some(Unlinked {
+                batched: m,
+                batch_fixed: m,
+                link: m,
+            }),
+        });
+        store(&p, &t).unwrap();
+        assert!(matches!(load(&p, &key()), Costs::Table { table, .. } if *table == t));
+        // What pkprof wrote before: schema /1, no `unlinked`.
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v["schema"] = "pkprof-calibration/1".into();
+        v["ops"][0].as_object_mut().unwrap().remove("unlinked");
+        std::fs::write(&p, v.to_string()).unwrap();
+        let Costs::Table { table: old, .. } = load(&p, &key()) else {
+            panic!("a /1 table is not read")
+        };
+        assert_eq!(old.schema, "pkprof-calibration/1");
+        assert_eq!(old.ops[0].unlinked, None);
+        assert_eq!(old.ops[0].batched, t.ops[0].batched);
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -7,8 +7,10 @@
 //! close_range) against the calls they replace. See docs/design.md "Measured advice".
 //!
 //! Each figure is the median and quartiles of `repeats` measures of `ops` operations, the
-//! plain, batch-of-1 and batch-of-N phases interleaved in a rotating order so that drift and
-//! load spread over all three; a wide spread marks the figure noisy rather than hiding it.
+//! plain, batch-of-1, batch-of-N (one linked chain) and unlinked batch-of-N (N independent
+//! chains of one: what a link costs, `costs::Unlinked`) phases interleaved in a rotating order
+//! so that drift and load spread over all four; a wide spread marks the figure noisy rather
+//! than hiding it.
 //! Batches go through `pkprof_multicall::MultiCall` as a program would use it (building the
 //! calls included), so the library's cheaper modes are measured once it has them.
 
@@ -23,7 +25,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use pkprof_multicall::{Call, MultiCall, Options};
 use pkprof_syscall_graph::costs::{
-    CalibrationKey, CostTable, Measure, OpCost, SingleCallCost, COSTS_SCHEMA, DIRECT_DESCRIPTOR,
+    CalibrationKey, CostTable, Measure, OpCost, SingleCallCost, Unlinked, COSTS_SCHEMA,
+    DIRECT_DESCRIPTOR,
 };
 
 /// Ops per batch in the batch-of-N phase (and vector length of the vector calls).
@@ -98,8 +101,31 @@ trait Bench {
     }
     /// `m` plain system calls.
     fn plain(&mut self, m: usize) -> Result<f64>;
-    /// `m` ops in batches of `k` (`m` a multiple of `k`).
-    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64>;
+    /// `m` ops in batches of `k` (`m` a multiple of `k`), linked or not as `mc` runs them.
+    fn batched(&mut self, mc: &mut Runner<'_>, m: usize, k: usize) -> Result<f64>;
+}
+
+/// Runs a bench's batches: as one linked chain (`MultiCall::run`, as a multi-call of
+/// dependent calls runs them) or as independent chains of one op (`run_chains`).
+struct Runner<'a> {
+    mc: &'a mut MultiCall,
+    linked: bool,
+}
+
+impl Runner<'_> {
+    fn run(&mut self, calls: &mut [Call<'_>]) -> Result<(), pkprof_multicall::Error> {
+        if self.linked {
+            return self.mc.run(calls).map(|_| ());
+        }
+        // Stack arrays: the linked run allocates nothing either.
+        const ONES: [usize; BATCH] = [1; BATCH];
+        let mut index = [0; BATCH];
+        for part in calls.chunks_mut(BATCH) {
+            let n = part.len();
+            self.mc.run_chains(part, &ONES[..n], &mut index[..n])?;
+        }
+        Ok(())
+    }
 }
 
 /// Checks a system call's return value.
@@ -188,7 +214,7 @@ impl Bench for FileRw {
         Ok(elapsed_ns(t))
     }
 
-    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+    fn batched(&mut self, mc: &mut Runner<'_>, m: usize, k: usize) -> Result<f64> {
         self.rewind()?;
         let (fd, fixed) = if self.fixed {
             (0, true)
@@ -277,7 +303,7 @@ impl Bench for OpenClose {
         Ok(ns)
     }
 
-    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+    fn batched(&mut self, mc: &mut Runner<'_>, m: usize, k: usize) -> Result<f64> {
         if self.direct {
             return self.batched_direct(mc, m, k);
         }
@@ -326,7 +352,7 @@ impl Bench for OpenClose {
 impl OpenClose {
     /// `batched` into and out of direct descriptors: `BATCH` slots filled by openat, emptied
     /// by close, the half of `self.open` timed in batches of `k`.
-    fn batched_direct(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+    fn batched_direct(&mut self, mc: &mut Runner<'_>, m: usize, k: usize) -> Result<f64> {
         let path = &self.path;
         let opens = |slots: std::ops::Range<u32>| -> Vec<Call<'_>> {
             slots
@@ -390,7 +416,7 @@ impl Bench for Statx {
         Ok(elapsed_ns(t))
     }
 
-    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+    fn batched(&mut self, mc: &mut Runner<'_>, m: usize, k: usize) -> Result<f64> {
         // SAFETY: statx is plain data.
         let mut bufs: Vec<libc::statx> = (0..k).map(|_| unsafe { std::mem::zeroed() }).collect();
         let t = Instant::now();
@@ -436,7 +462,7 @@ impl Bench for Fsync {
         Ok(elapsed_ns(t))
     }
 
-    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+    fn batched(&mut self, mc: &mut Runner<'_>, m: usize, k: usize) -> Result<f64> {
         self.clean()?;
         let t = Instant::now();
         for _ in 0..m / k {
@@ -541,7 +567,7 @@ impl Bench for Stream {
         Ok(ns)
     }
 
-    fn batched(&mut self, mc: &mut MultiCall, m: usize, k: usize) -> Result<f64> {
+    fn batched(&mut self, mc: &mut Runner<'_>, m: usize, k: usize) -> Result<f64> {
         let (tx, rx, len, socket, fixed) = (
             self.tx.as_raw_fd(),
             self.rx.as_raw_fd(),
@@ -619,47 +645,70 @@ impl Bench for Stream {
     }
 }
 
-/// The plain, batched-per-op and fixed-per-batch figures of one op from `repeats` repeats.
+/// What `measure_op` measures of the batched op: the linked split (per op, per batch) and
+/// the unlinked one.
+type Batched = ((Measure, Measure), Unlinked);
+
+/// The plain, batched-per-op and fixed-per-batch figures of one op from `repeats` repeats; and
+/// the same op as `BATCH` independent chains of one, whence what a link costs.
 fn measure_op(
     bench: &mut dyn Bench,
     mut mc: Option<&mut MultiCall>,
     mode: Mode,
-) -> Result<(Measure, Option<(Measure, Measure)>)> {
+) -> Result<(Measure, Option<Batched>)> {
     let (m, n) = (bench.ops(mode), BATCH as f64);
     let (mut plain, mut per_op, mut fixed) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut per_op_u, mut fixed_u, mut link) = (Vec::new(), Vec::new(), Vec::new());
     // One unrecorded round first: caches, page faults, lazy kernel set-up.
     for r in 0..=mode.repeats() {
-        let (mut p, mut t1, mut tn) = (0.0, 0.0, 0.0);
-        for phase in 0..3 {
-            match (phase + r) % 3 {
-                0 => p = bench.plain(m)? / m as f64,
-                1 => {
-                    if let Some(mc) = mc.as_deref_mut() {
-                        t1 = bench.batched(mc, m, 1)? / m as f64;
-                    }
+        let (mut p, mut t1, mut tn, mut tu) = (0.0, 0.0, 0.0, 0.0);
+        for phase in 0..4 {
+            let (k, linked) = match (phase + r) % 4 {
+                0 => {
+                    p = bench.plain(m)? / m as f64;
+                    continue;
                 }
-                _ => {
-                    if let Some(mc) = mc.as_deref_mut() {
-                        tn = bench.batched(mc, m, BATCH)? / m as f64;
-                    }
-                }
+                1 => (1, true),
+                2 => (BATCH, true),
+                _ => (BATCH, false),
+            };
+            let Some(mc) = mc.as_deref_mut() else {
+                continue;
+            };
+            let t = bench.batched(&mut Runner { mc, linked }, m, k)? / m as f64;
+            match (k, linked) {
+                (1, _) => t1 = t,
+                (_, true) => tn = t,
+                _ => tu = t,
             }
         }
         if r == 0 {
             continue;
         }
         plain.push(p);
-        // t1 = fixed + b; tn = (fixed + N b) / N.
+        // t1 = fixed + b; tn = (fixed + N b) / N; the unlinked tu = (fixed_u + N b_u) / N
+        // with fixed_u + b_u = t1.
         let b = (tn * n - t1) / (n - 1.0);
         per_op.push(b);
         fixed.push(t1 - b);
+        let b_u = (tu * n - t1) / (n - 1.0);
+        per_op_u.push(b_u);
+        fixed_u.push(t1 - b_u);
+        link.push(b - b_u);
     }
     let plain = Measure::from_samples(&mut plain).context("no plain measure")?;
     let batched = match mc {
-        Some(_) => Some((
-            Measure::from_samples(&mut per_op).context("no batched measure")?,
-            Measure::from_samples(&mut fixed).context("no batch measure")?,
-        )),
+        Some(_) => {
+            let m = |v: &mut Vec<f64>| Measure::from_samples(v).context("no batched measure");
+            Some((
+                (m(&mut per_op)?, m(&mut fixed)?),
+                Unlinked {
+                    batched: m(&mut per_op_u)?,
+                    batch_fixed: m(&mut fixed_u)?,
+                    link: m(&mut link)?,
+                },
+            ))
+        }
         None => None,
     };
     Ok((plain, batched))
@@ -939,9 +988,9 @@ fn op_cost(
     progress(&format!(
         "{op} on {on} {variant}: plain {:.0} ns{}",
         plain.median_ns,
-        batched.map_or(String::new(), |(b, f)| format!(
-            ", batched {:.0} ns + {:.0} ns per batch",
-            b.median_ns, f.median_ns
+        batched.map_or(String::new(), |((b, f), u)| format!(
+            ", batched {:.0} ns + {:.0} ns per batch, a link {:.0} ns",
+            b.median_ns, f.median_ns, u.link.median_ns
         ))
     ));
     Ok(OpCost {
@@ -949,8 +998,9 @@ fn op_cost(
         on: on.into(),
         variant: variant.into(),
         plain,
-        batched: batched.map(|(b, _)| b),
-        batch_fixed: batched.map(|(_, f)| f),
+        batched: batched.map(|((b, _), _)| b),
+        batch_fixed: batched.map(|((_, f), _)| f),
+        unlinked: batched.map(|(_, u)| u),
     })
 }
 

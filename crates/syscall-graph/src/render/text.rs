@@ -333,14 +333,16 @@ pub fn cost_table(
         None => writeln!(
             out,
             "\nPer op: plain system call; in a batch of {} (per op, beyond the batch's fixed cost); \
-             fixed cost per batch; the saving per op of a batch of {} (negative: plain wins).",
+             fixed cost per batch; the saving per op of a batch of {} (negative: plain wins); \
+             what the op costs more linked to the one before it (the batch is one linked \
+             chain; `-`: not measured).",
             t.batch_size, t.batch_size
         )?,
     }
     writeln!(
         out,
-        "{:8} {:6} {:17} {:>24} {:>24} {:>24} {:>12}",
-        "op", "on", "batched as", "plain", "batched per op", "per batch", "saving/op"
+        "{:8} {:6} {:17} {:>24} {:>24} {:>24} {:>12} {:>22}",
+        "op", "on", "batched as", "plain", "batched per op", "per batch", "saving/op", "link"
     )?;
     for o in &t.ops {
         let (b, f, save) = match (o.batched, o.batch_fixed) {
@@ -351,9 +353,21 @@ pub fn cost_table(
             }
             _ => ("-".into(), "-".into(), "-".into()),
         };
+        let link = o
+            .unlinked
+            // Not starred: a link is a difference of tens of ns, its spread no sign of noise.
+            .map_or_else(
+                || "-".to_string(),
+                |u| {
+                    measure_cell(&u.link)
+                        .trim_end_matches('*')
+                        .trim_end()
+                        .to_string()
+                },
+            );
         writeln!(
             out,
-            "{:8} {:6} {:17} {:>24} {:>24} {:>24} {:>12}",
+            "{:8} {:6} {:17} {:>24} {:>24} {:>24} {:>12} {:>22}",
             o.op,
             o.on,
             if o.variant.is_empty() {
@@ -364,7 +378,8 @@ pub fn cost_table(
             measure_cell(&o.plain),
             b,
             f,
-            save
+            save,
+            link
         )?;
     }
     if !t.single_calls.is_empty() {
