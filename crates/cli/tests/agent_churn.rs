@@ -274,12 +274,47 @@ fn agent_metrics_stay_monotonic_under_churn() {
     };
     let mut last: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
     let mut back = Vec::new();
-    let mut scrapes = 0;
+    let mut over = Vec::new();
+    let (mut scrapes, mut other_seen, mut missing, mut ended) = (0, 0, 0, 0);
+    let mut prev_pids = std::collections::HashSet::new();
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(150));
         let text = http_get(port, "/metrics");
         scrapes += 1;
+        // Processes with a series of their own in the previous scrape that have none now.
+        let own_pids = |t: &str| -> std::collections::HashSet<String> {
+            t.lines()
+                .filter(|l| {
+                    l.starts_with("pkprof_cpu_seconds_total{pid=\"") && l.contains("kind=\"own\"")
+                })
+                .filter_map(|l| l.split('"').nth(1).map(str::to_string))
+                .filter(|p| p != "other")
+                .collect()
+        };
+        let now_pids = own_pids(&text);
+        ended += prev_pids.difference(&now_pids).count();
+        prev_pids = now_pids;
+        // Everything the processes ran (own, pids and other) is at most the CPUs' task time of
+        // the same frame: a process counted twice in `other` shows here.
+        let sum = |prefix: &str, label: &str| -> f64 {
+            (text.lines())
+                .filter(|l| l.starts_with(prefix) && l.contains(label))
+                .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+                .sum()
+        };
+        let own = sum("pkprof_cpu_seconds_total{", "kind=\"own\"");
+        let task = sum("pkprof_cpu_mode_seconds_total{", "mode=\"task\"");
+        if own > task * 1.01 + 0.01 {
+            over.push(format!(
+                "scrape {scrapes}: own {own:.6} s > task {task:.6} s"
+            ));
+        }
+        if text.contains("pid=\"other\"") {
+            other_seen += 1;
+        } else if other_seen > 0 {
+            missing += 1; // a scrape without it after the first frame
+        }
         for l in text.lines() {
             let counter = l.starts_with("pkprof_cpu_seconds_total{")
                 || l.starts_with("pkprof_wall_seconds_total{")
@@ -301,12 +336,21 @@ fn agent_metrics_stay_monotonic_under_churn() {
     stop.store(true, Ordering::Relaxed);
     let started = churn.join().unwrap();
     eprintln!(
-        "{scrapes} scrapes, {started} processes run, {} series seen, {} went back",
+        "{scrapes} scrapes ({other_seen} with other), {started} processes run, {} series seen, \
+         {ended} process series ended, {} went back, {} over the task time",
         last.len(),
-        back.len()
+        back.len(),
+        over.len()
     );
     assert!(started >= 200, "only {started} processes ran");
     assert!(scrapes >= 60, "only {scrapes} scrapes");
+    // The exposition was there, and processes left it while it was watched.
+    assert!(
+        other_seen >= 60 && missing == 0,
+        "other in {other_seen} of {scrapes} scrapes, missing from {missing} after the first"
+    );
+    assert!(ended >= 10, "only {ended} process series ended");
+    assert!(over.is_empty(), "{}", over.join("\n"));
     assert!(
         back.is_empty(),
         "{} counter series went back:\n{}",

@@ -27,12 +27,6 @@ pub(crate) type Entry = (Vec<u8>, Vec<u8>);
 
 /// Every (key, value) of the hash map `map`, named `name` in errors.
 pub(crate) fn entries<M: MapCore>(map: &M, name: &'static str) -> Result<Vec<Entry>, CollectError> {
-    // Most of the chains' tables are empty most of the time, and every read walks them all: a
-    // batch read visits each of a table's buckets (tens of thousands) in turn, where the first
-    // `get_next_key` finds an empty table with one lock-free scan of the bucket heads.
-    if map.keys().next().is_none() {
-        return Ok(Vec::new());
-    }
     let key_size = map.key_size() as usize;
     let value_size = map.value_size() as usize;
     let mut batch = BATCH;

@@ -88,7 +88,7 @@ impl Exposition {
         }
     }
 
-    /// The exposition of the last frame given to `update`, rendered at the first call after it.
+    /// The exposition of the last frame observed, rendered at the first call after it.
     pub fn text(&self) -> &str {
         self.text.get_or_init(|| match &self.frame {
             Some(f) => self.render(f),

@@ -5,6 +5,7 @@
 //! caller's (a closure asked between polls).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pkprof_accounting::{Accountant, Filter, Interval, SelfUsage, Snapshot, SyscallCount};
@@ -31,7 +32,7 @@ pub enum StopReason {
 pub struct Recorded {
     pub aggregate: Aggregate,
     pub processes: BTreeMap<u32, ProcessInfo>,
-    pub last_frame: Option<Interval>,
+    pub last_frame: Option<Arc<Interval>>,
     /// Every exact syscall count of the last accounting read (`--syscalls`): all of them, where
     /// the frame keeps only the most frequent for `top`'s display.
     pub syscalls: Vec<SyscallCount>,
@@ -287,6 +288,11 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
 
     /// The accounting's latest read (totals since attach), for live outputs.
     pub fn last_frame(&self) -> Option<&Interval> {
+        self.rec.last_frame.as_deref()
+    }
+
+    /// The same, shared (live outputs keep it without copying).
+    pub fn last_frame_shared(&self) -> Option<&Arc<Interval>> {
         self.rec.last_frame.as_ref()
     }
 
@@ -642,7 +648,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                 };
             }
         }
-        self.rec.last_frame = Some(frame);
+        self.rec.last_frame = Some(Arc::new(frame));
         self.frames_read += 1;
         Ok(())
     }

@@ -222,13 +222,16 @@ impl FileCache {
             if free.contains(&id) {
                 continue;
             }
-            if used.contains(&id) || touched.contains(&id) {
+            // A file that could not be opened (often a process that exited under the capture)
+            // is forgotten once no process maps it: the next capture tries it again.
+            let failed = self.files[id].file.is_none();
+            if used.contains(&id) || (touched.contains(&id) && !failed) {
                 self.unused_for.remove(&id);
                 continue;
             }
             let n = self.unused_for.entry(id).or_default();
             *n += 1;
-            if *n < EVICT_AFTER {
+            if *n < EVICT_AFTER && !failed {
                 continue;
             }
             self.unused_for.remove(&id);
@@ -345,6 +348,23 @@ mod tests {
             Opened::Known(id) if id == a
         ));
         assert_eq!(c.len(), 2);
+    }
+
+    /// A file that could not be opened is forgotten at the first eviction that finds no process
+    /// mapping it, met or not: the next process that maps it tries again.
+    #[test]
+    fn a_failed_file_is_tried_again() {
+        let mut c = FileCache::default();
+        let bad = line("/nonexistent/pkprof-test", 3);
+        assert!(matches!(
+            c.open_mapping(OpenVia::Path, &bad),
+            Opened::Failed(..)
+        ));
+        assert_eq!(c.evict_unused(&HashSet::new()).len(), 1);
+        assert!(matches!(
+            c.open_mapping(OpenVia::Path, &bad),
+            Opened::Failed(..)
+        ));
     }
 
     /// A file met again within the grace starts its count over.

@@ -125,8 +125,9 @@ impl Symbolizer {
     /// docs/design.md "The agent / Bounded memory"); call it between windows, after the window's
     /// addresses were symbolized. A process found exited (no `/proc/PID`) is forgotten at the
     /// next trim, not this one, so that samples still in the ring are named in the next window.
-    /// Then every file that no remaining process maps and no capture met since the last trim
-    /// (a binary started back to back stays) is closed, and what was cached for it goes:
+    /// Then every file that no remaining process maps and no capture met at this trim and the
+    /// `files::EVICT_AFTER - 1` before it (a binary started back to back stays, one that comes
+    /// back within them is not parsed again) is closed, and what was cached for it goes:
     /// blazesym's parsed file and mapping, its frames and symbols, its unwind tables. The frame
     /// caches start over past a fixed size, and the warnings met so far are cleared (each
     /// window reports its own).

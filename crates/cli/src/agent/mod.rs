@@ -19,7 +19,6 @@ pub use client::run as ctl;
 pub use otlp_sink::cgroup_labels;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -213,10 +212,10 @@ fn publish_new(
     session: &AgentSession<'_, '_>,
     published: &mut u64,
 ) {
-    if let (Some(h), Some(frame)) = (http, session.last_frame()) {
+    if let (Some(h), Some(frame)) = (http, session.last_frame_shared()) {
         if session.frames_read() != *published {
             *published = session.frames_read();
-            h.publish(&Arc::new(frame.clone()));
+            h.publish(frame);
         }
     }
 }
