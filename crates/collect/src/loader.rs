@@ -47,6 +47,12 @@ pub struct CollectorOptions {
     pub record: Option<RecordConfig>,
     /// Opt-in chains to run ("server"): each costs on every syscall of the machine.
     pub opt_in_chains: Vec<&'static str>,
+    /// Walks of the thread table a read may take to find one without a context switch during
+    /// it (else a slice flushed into an entry already read shows at the next read). `top`
+    /// shows each interval: 3; the agent, whose windows are differences of totals, takes 1
+    /// (nothing is lost, a slice may move to the next read) rather than three walks a read on
+    /// a busy machine.
+    pub read_tries: u32,
 }
 
 impl Default for CollectorOptions {
@@ -59,6 +65,7 @@ impl Default for CollectorOptions {
             tag_expire_ns: u64::from(Defaults::PKPROF_DEFAULT_TAG_EXPIRE_MS.0) * 1_000_000,
             record: None,
             opt_in_chains: Vec::new(),
+            read_tries: 3,
         }
     }
 }

@@ -25,9 +25,6 @@ use crate::skel::types::{
     pkprof_wall_cpu,
 };
 
-/// Reads of the thread table tried for one without a context switch during it.
-const READ_TRIES: u32 = 3;
-
 /// How long after its exit a thread's entry is kept before its final read.
 const EXIT_GRACE_NS: u64 = 100_000_000;
 
@@ -220,7 +217,7 @@ impl Collector {
                 .iter()
                 .zip(&cpus)
                 .all(|(a, b)| a.switches == b.switches);
-            if quiet || tries == READ_TRIES {
+            if quiet || tries >= self.options.read_tries {
                 break;
             }
         }
@@ -295,12 +292,13 @@ impl Collector {
         on_cpu: &HashMap<u32, pkprof_wall_cpu>,
     ) -> Result<ThreadsRead, CollectError> {
         let now = monotonic_ns();
-        let mut out = Vec::new();
+        let entries =
+            map_walk::decoded::<_, u32, pkprof_thread>(&self.skel.maps.threads, "threads")?;
+        // Sized once: a sample is large (its counters carry the wall classes' histogram).
+        let mut out = Vec::with_capacity(entries.len());
         let mut finished = Vec::new();
         let mut open_other = Vec::new();
-        for (tid, t) in
-            map_walk::decoded::<_, u32, pkprof_thread>(&self.skel.maps.threads, "threads")?
-        {
+        for (tid, t) in entries {
             let exited = t.exit_ns != 0 && now.saturating_sub(t.exit_ns) > EXIT_GRACE_NS;
             if exited {
                 finished.push(tid);

@@ -95,6 +95,8 @@ pub struct Session<'a, K: KernelSource, M: ProcessMaps> {
     python: Python,
     /// Reads of the accounting so far (`frames_read`).
     frames_read: u64,
+    /// Processes whose CPython layout the kernel side was given (and not told to forget).
+    python_in_kernel: HashSet<u32>,
 }
 
 /// How often the exact accounting is read, and with it exited threads are freed from the kernel's
@@ -153,6 +155,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             poll_every: Duration::from_millis(50),
             python: Python::default(),
             frames_read: 0,
+            python_in_kernel: HashSet::new(),
         }
     }
 
@@ -267,9 +270,13 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         // An exited process's Python layout goes too: its PID may come back as another program.
         for pid in exited {
             self.python.forget(pid);
-            self.kernel
-                .forget_python(pid)
-                .map_err(SessionError::Accounting)?;
+            // One system call per exited process given a layout, not per exited process (the
+            // agent meets thousands a window under a fork loop).
+            if self.python_in_kernel.remove(&pid) {
+                self.kernel
+                    .forget_python(pid)
+                    .map_err(SessionError::Accounting)?;
+            }
         }
         window.held_expired = expired - self.expired_before;
         self.expired_before = expired;
@@ -519,8 +526,11 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         }
         let found = self.maps.detect_python(pid);
         if let Some(layout) = self.python.found(pid, found) {
-            if let Err(e) = self.kernel.set_python(pid, layout) {
-                tracing::info!("{e}");
+            match self.kernel.set_python(pid, layout) {
+                Ok(()) => {
+                    self.python_in_kernel.insert(pid);
+                }
+                Err(e) => tracing::info!("{e}"),
             }
         }
     }

@@ -86,6 +86,9 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
     let mut collector = Collector::start(CollectorOptions {
         // Opt-in (config bpf_stats): the kernel's timing of every BPF run is not free.
         bpf_stats: config.bpf_stats,
+        // One walk of the thread table a read (CollectorOptions::read_tries): a window is a
+        // difference of totals, a slice flushed during the walk shows at the next read.
+        read_tries: 1,
         record: Some(RecordConfig {
             frequency_hz: config.frequency_hz,
             // Four seconds of samples (`ring_bytes` sizes a quarter second), 8 to 256 MiB: the

@@ -107,6 +107,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         } else {
             Vec::new()
         },
+        ..CollectorOptions::default()
     };
     let mut collector = Collector::start(collector_opts)?;
     for off in collector.chains_off() {

@@ -51,6 +51,7 @@ impl TopOptions {
             } else {
                 Vec::new()
             },
+            ..CollectorOptions::default()
         }
     }
 
