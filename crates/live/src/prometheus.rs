@@ -23,7 +23,9 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use pkprof_accounting::{Counters, Interval, Row, BLOCK_REASONS, CHAIN_NAMES, SOFTIRQ_NAMES};
+use pkprof_accounting::{
+    Counters, Interval, Row, BLOCK_REASONS, CHAIN_NAMES, NR_BLOCK_REASONS, SOFTIRQ_NAMES,
+};
 
 /// Most OTHER kernel functions with their own series per exported process (the first seen
 /// while it is exported); the rest share `function="other"`.
@@ -58,6 +60,30 @@ struct Member {
     fn_last: HashMap<String, u64>,
     /// The function series of the latest frame, in order, with their values.
     fn_series: Vec<(String, u64)>,
+    /// Its wall-class series (`WallSeries`) as shown: each held at its highest value.
+    wall_held: WallSeries,
+}
+
+/// The wall classes of one `pkprof_wall_seconds_total` label set, in their order (running, runq,
+/// then `BLOCK_REASONS`). An open off period reads as its reason until the thread runs again;
+/// then the part it waited for a CPU moves to runq, and the reason's figure comes down a little:
+/// each series holds its highest value until the figure passes it (as the function series do),
+/// so that no counter ever goes back.
+type WallSeries = [u64; 2 + NR_BLOCK_REASONS];
+
+fn wall_series(c: &Counters) -> WallSeries {
+    let w = &c.wall;
+    let mut v = [0; 2 + NR_BLOCK_REASONS];
+    v[0] = w.running_ns;
+    v[1] = w.runq_ns;
+    v[2..].copy_from_slice(&w.blocked_ns);
+    v
+}
+
+fn hold(held: &mut WallSeries, now: &WallSeries) {
+    for (h, n) in held.iter_mut().zip(now) {
+        *h = (*h).max(*n);
+    }
 }
 
 /// Label sets (pid, comm) that left the exposition, with when (frame time, Unix seconds).
@@ -68,6 +94,8 @@ pub struct Exposition {
     members: HashMap<u32, Member>,
     /// Part of `other` no longer carried by a live unexported row.
     frozen: Counters,
+    /// `other`'s wall-class series as shown (see `WallSeries`).
+    other_wall_held: WallSeries,
     retired: Retired,
     /// The latest frame; its exited rows are settled when the next frame comes (the rendering
     /// still shows their series), so that what is rendered is what an eager rendering showed.
@@ -82,6 +110,7 @@ impl Exposition {
             top_n,
             members: HashMap::new(),
             frozen: Counters::default(),
+            other_wall_held: [0; 2 + NR_BLOCK_REASONS],
             retired: Retired::new(),
             frame: None,
             text: OnceCell::new(),
@@ -190,6 +219,7 @@ impl Exposition {
             m.fn_labels.clear();
             m.fn_last.clear();
             m.fn_series.clear();
+            m.wall_held = [0; 2 + NR_BLOCK_REASONS];
             exported += 1;
         }
     }
@@ -208,12 +238,18 @@ impl Exposition {
         }
         self.assign_slots(&frame);
         let id = |r: &Row| r.tid.unwrap_or(r.pid);
+        let mut other = self.frozen;
         for r in &frame.rows {
             let m = self.members.get_mut(&id(r)).expect("member of a row");
+            let own = r.total.since(&m.offset);
             if m.exported {
                 note_other_fns(r, m);
+                hold(&mut m.wall_held, &wall_series(&own));
+            } else {
+                other.add(&own);
             }
         }
+        hold(&mut self.other_wall_held, &wall_series(&other));
         for m in self.members.values_mut() {
             m.shown = true;
         }
@@ -272,10 +308,11 @@ impl Exposition {
 
         let _ = writeln!(s, "# HELP pkprof_wall_seconds_total Wall time of the process's threads by class since each was first seen: running, runq (runnable, waiting for a CPU) and blocked by reason; the classes add up to the threads' wall time.");
         let _ = writeln!(s, "# TYPE pkprof_wall_seconds_total counter");
-        for (r, own) in &exported {
-            write_wall(&mut s, &id(r).to_string(), &r.comm, own);
+        for (r, _) in &exported {
+            let held = &self.members[&id(r)].wall_held;
+            write_wall(&mut s, &id(r).to_string(), &r.comm, held);
         }
-        write_wall(&mut s, "other", "other", &other);
+        write_wall(&mut s, "other", "other", &self.other_wall_held);
         let _ = writeln!(s, "# HELP pkprof_wall_other_function_seconds_total Blocked time in class other by the kernel function the process's threads blocked in (the first outside the scheduler), since it got its series; at most 8 functions a process, the rest as function=\"other\".");
         let _ = writeln!(s, "# TYPE pkprof_wall_other_function_seconds_total counter");
         for (r, _) in &exported {
@@ -433,18 +470,15 @@ fn write_kinds(s: &mut String, pid: &str, comm: &str, c: &Counters, split: bool)
     }
 }
 
-/// The wall-time classes of `c` (docs/design.md, "Wall time") as `class` series.
-fn write_wall(s: &mut String, pid: &str, comm: &str, c: &Counters) {
+/// The wall-time classes (docs/design.md, "Wall time") as `class` series, held (`WallSeries`).
+fn write_wall(s: &mut String, pid: &str, comm: &str, held: &WallSeries) {
     let comm = escape(comm);
-    let w = &c.wall;
-    let classes = [("running", w.running_ns), ("runq", w.runq_ns)]
-        .into_iter()
-        .chain(BLOCK_REASONS.iter().copied().zip(w.blocked_ns));
-    for (class, ns) in classes {
+    let classes = ["running", "runq"].into_iter().chain(BLOCK_REASONS);
+    for (class, ns) in classes.zip(held) {
         let _ = writeln!(
             s,
             "pkprof_wall_seconds_total{{pid=\"{pid}\",comm=\"{comm}\",class=\"{class}\"}} {}",
-            secs(ns)
+            secs(*ns)
         );
     }
 }
@@ -510,6 +544,55 @@ mod tests {
         r.total.task_ns = total_s * S;
         r.delta.task_ns = delta_s * S;
         r
+    }
+
+    /// The value of the one line starting with `series` (a full label set).
+    fn value(text: &str, series: &str) -> f64 {
+        let l = text.lines().find(|l| l.starts_with(series)).unwrap();
+        l.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
+    /// An open off period reads as its reason (poll) until the thread runs; then part of it
+    /// turns out to have been runqueue wait and poll's figure comes down: the series holds its
+    /// highest value (exported and in `other`), and runq shows the wait.
+    #[test]
+    fn wall_classes_never_go_back() {
+        let mut e = Exposition::new(1);
+        let frame = |poll: u64, runq: u64| {
+            let mut busy = row(1, 10, 10);
+            busy.total.wall.blocked_ns[4] = poll;
+            busy.total.wall.runq_ns = runq;
+            let mut idle = row(2, 0, 0);
+            idle.total.wall.blocked_ns[4] = poll;
+            idle.total.wall.runq_ns = runq;
+            Interval {
+                rows: vec![busy, idle],
+                ..Interval::default()
+            }
+        };
+        let poll = |t: &str, pid: &str| {
+            value(
+                t,
+                &format!(
+                    "pkprof_wall_seconds_total{{pid=\"{pid}\",comm=\"{}\",class=\"{}\"}}",
+                    if pid == "other" {
+                        "other".to_string()
+                    } else {
+                        format!("p{pid}")
+                    },
+                    BLOCK_REASONS[4]
+                ),
+            )
+        };
+        e.update(&frame(9 * S, 0));
+        assert_eq!(poll(e.text(), "1"), 9.0);
+        assert_eq!(poll(e.text(), "other"), 9.0);
+        e.update(&frame(8 * S, S));
+        assert_eq!(poll(e.text(), "1"), 9.0, "held");
+        assert_eq!(poll(e.text(), "other"), 9.0, "held");
+        e.update(&frame(12 * S, S));
+        assert_eq!(poll(e.text(), "1"), 12.0, "passed");
+        assert_eq!(poll(e.text(), "other"), 12.0, "passed");
     }
 
     fn task_series(text: &str) -> Vec<(String, f64)> {
