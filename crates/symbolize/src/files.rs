@@ -8,7 +8,8 @@
 //! blazesym reads each file through `/proc/self/fd/N`, which reopens exactly the file we hold.
 //!
 //! A long-lived symbolizer (the agent) evicts the files that no captured process mapped and no
-//! capture met for [`EVICT_AFTER`] evictions in a row ([`FileCache::evict_unused`]; the second
+//! capture met since the last eviction, or, for a file that came back (met at two evictions or
+//! more), for [`EVICT_AFTER`] evictions in a row ([`FileCache::evict_unused`]; the second
 //! condition keeps the binary of a fork loop, `/bin/true` started back to back, and the grace
 //! keeps a tool that runs now and then, a compiler in a build, from being parsed again each
 //! time it comes back): their descriptors are closed and their ids reused, so the caller must
@@ -25,9 +26,10 @@ use crate::maps::MapsLine;
 
 pub(crate) type FileId = usize;
 
-/// Evictions in a row a file must have gone unused (no captured process mapping it, no capture
-/// meeting it) before it is closed: with the agent's 10 s windows, half a minute. A binary run
-/// once is then held that long; one that comes back within it is not read and parsed again.
+/// Evictions in a row a file that came back (met by captures before two evictions or more) must have
+/// gone unused (no captured process mapping it, no capture meeting it) before it is closed: with
+/// the agent's 10 s windows, half a minute, so that it is not read and parsed again each time it
+/// comes back. A file met at one eviction only goes at the first that finds it unused.
 pub(crate) const EVICT_AFTER: u32 = 3;
 
 /// How to reach a mapped file.
@@ -109,6 +111,8 @@ pub(crate) struct FileCache {
     touched: HashSet<FileId>,
     /// Evictions in a row each held file has gone unused (absent: used at the last one).
     unused_for: HashMap<FileId, u32>,
+    /// Evictions since which a capture met each held file (the grace is for those met at two).
+    met_at: HashMap<FileId, u32>,
 }
 
 impl FileCache {
@@ -225,16 +229,29 @@ impl FileCache {
             // A file that could not be opened (often a process that exited under the capture)
             // is forgotten once no process maps it: the next capture tries it again.
             let failed = self.files[id].file.is_none();
+            if touched.contains(&id) && !failed {
+                let met = self.met_at.entry(id).or_default();
+                *met = met.saturating_add(1);
+            }
             if used.contains(&id) || (touched.contains(&id) && !failed) {
                 self.unused_for.remove(&id);
                 continue;
             }
+            // The grace is for files that came back: one that captures met at a single eviction
+            // (a binary run once, as most of a churn's are, however long its process lived)
+            // goes at the first that finds it unused.
+            let grace = if self.met_at.get(&id).copied().unwrap_or(0) >= 2 {
+                EVICT_AFTER
+            } else {
+                1
+            };
             let n = self.unused_for.entry(id).or_default();
             *n += 1;
-            if *n < EVICT_AFTER && !failed {
+            if *n < grace && !failed {
                 continue;
             }
             self.unused_for.remove(&id);
+            self.met_at.remove(&id);
             let f = std::mem::replace(&mut self.files[id], OpenFile::evicted());
             evicted.push((id, f.fd_path));
             self.free.push(id);
@@ -327,11 +344,7 @@ mod tests {
         assert_ne!(a, b);
         // Both met since the last eviction: kept.
         assert!(c.evict_unused(&HashSet::new()).is_empty());
-        // Then only `a` is used: `b` is kept for EVICT_AFTER - 1 evictions, closed at the next.
-        for _ in 1..EVICT_AFTER {
-            assert!(c.evict_unused(&HashSet::from([a])).is_empty());
-            assert!(c.get(b).file().is_some());
-        }
+        // Then only `a` is used: `b`, met at one eviction only, is closed.
         let evicted = c.evict_unused(&HashSet::from([a]));
         assert_eq!(evicted.len(), 1);
         assert_eq!(evicted[0].0, b);
@@ -367,12 +380,15 @@ mod tests {
         ));
     }
 
-    /// A file met again within the grace starts its count over.
+    /// A file that came back (met at two evictions) is kept EVICT_AFTER - 1 evictions unused;
+    /// met again within them, it starts its count over.
     #[test]
-    fn a_file_met_again_is_kept() {
+    fn a_file_that_came_back_is_kept() {
         let mut c = FileCache::default();
         let a = c.open_mapping(OpenVia::Path, &line("/bin/true", 1)).id();
         assert!(c.evict_unused(&HashSet::new()).is_empty()); // met since the last
+        c.open_mapping(OpenVia::Path, &line("/bin/true", 1));
+        assert!(c.evict_unused(&HashSet::new()).is_empty()); // met again: came back
         for _ in 1..EVICT_AFTER {
             assert!(c.evict_unused(&HashSet::new()).is_empty());
         }
