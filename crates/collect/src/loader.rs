@@ -178,7 +178,7 @@ impl Collector {
         // (Linux >= 6.18), else in a program on every syscall exit (record/offcpu.bpf.h).
         let off_cpu = options.record.as_ref().is_some_and(|r| r.off_cpu.is_some());
         let task_work = off_cpu && preflight::kernel_has_name("bpf_task_work_schedule_resume_impl");
-        let configure = |open: &mut crate::skel::OpenCpuAccountSkel<'static>| {
+        let configure = |open: &mut crate::skel::OpenCpuAccountSkel<'static>, task_work: bool| {
             if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
                 ro.split_modes = options.syscalls;
                 ro.tag_expire_ns = options.tag_expire_ns;
@@ -252,13 +252,28 @@ impl Collector {
             }
             Ok(())
         };
-        let (mut skel, mut links) = skeleton::start(
-            "cpu_account",
-            CpuAccountSkelBuilder::default(),
-            configure,
-            |_| Ok(()),
-            |skel| attach_plan(skel, &chains),
-        )?;
+        let start = |task_work: bool| {
+            skeleton::start(
+                "cpu_account",
+                CpuAccountSkelBuilder::default(),
+                |open| configure(open, task_work),
+                |_| Ok(()),
+                |skel| attach_plan(skel, &chains),
+            )
+        };
+        // A kernel may have the task-work kfunc and still refuse it from a tracepoint program
+        // (6.18.44-fc-v1252: "sleepable callback in a program that is not sleepable"): the
+        // off-CPU samples then take their user stacks at syscall exit, as on older kernels.
+        let (mut skel, mut links) = match start(task_work) {
+            Err(CollectError::Load { prog, .. }) if task_work => {
+                tracing::info!(
+                    "the kernel refused {prog} with off-CPU task works; \
+                     taking off-CPU user stacks at syscall exit instead"
+                );
+                start(false)?
+            }
+            started => started?,
+        };
         let mut sampling_fds = Vec::new();
         if let Some(rec) = &options.record {
             attach_record(&skel, rec, &mut links, &mut sampling_fds)?;
