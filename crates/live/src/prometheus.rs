@@ -71,6 +71,9 @@ struct Member {
 /// so that no counter ever goes back.
 type WallSeries = [u64; 2 + NR_BLOCK_REASONS];
 
+/// The index of class `other` in `BLOCK_REASONS`.
+const OTHER_REASON: usize = NR_BLOCK_REASONS - 1;
+
 fn wall_series(c: &Counters) -> WallSeries {
     let w = &c.wall;
     let mut v = [0; 2 + NR_BLOCK_REASONS];
@@ -318,6 +321,13 @@ impl Exposition {
         for (r, _) in &exported {
             write_other_fns(&mut s, &id(r).to_string(), r, &self.members[&id(r)]);
         }
+        // The processes without their own series, as every family has them: their class
+        // `other` time, not broken down by function (held with their wall classes).
+        let _ = writeln!(
+            s,
+            "pkprof_wall_other_function_seconds_total{{pid=\"other\",comm=\"other\",function=\"other\"}} {}",
+            secs(self.other_wall_held[2 + OTHER_REASON])
+        );
         let _ = writeln!(s, "# HELP pkprof_runq_wait_seconds Runqueue waits of the process's threads (runnable until switched in), since start; buckets at powers of 4 from 1.024 us.");
         let _ = writeln!(s, "# TYPE pkprof_runq_wait_seconds histogram");
         for (r, own) in &exported {
@@ -560,10 +570,10 @@ mod tests {
         let mut e = Exposition::new(1);
         let frame = |poll: u64, runq: u64| {
             let mut busy = row(1, 10, 10);
-            busy.total.wall.blocked_ns[4] = poll;
+            busy.total.wall.blocked_ns[5] = poll;
             busy.total.wall.runq_ns = runq;
             let mut idle = row(2, 0, 0);
-            idle.total.wall.blocked_ns[4] = poll;
+            idle.total.wall.blocked_ns[5] = poll;
             idle.total.wall.runq_ns = runq;
             Interval {
                 rows: vec![busy, idle],
@@ -580,7 +590,7 @@ mod tests {
                     } else {
                         format!("p{pid}")
                     },
-                    BLOCK_REASONS[4]
+                    BLOCK_REASONS[5]
                 ),
             )
         };
@@ -777,8 +787,9 @@ mod tests {
                 unix_s: frame as f64,
                 ..Interval::default()
             });
+            // The process's own series (`pid="other"` holds the processes without theirs).
             let series: Vec<(String, f64)> = (e.text().lines())
-                .filter(|l| l.starts_with("pkprof_wall_other_function_seconds_total{"))
+                .filter(|l| l.starts_with("pkprof_wall_other_function_seconds_total{pid=\"1\""))
                 .map(|l| {
                     let (k, v) = l.rsplit_once(' ').unwrap();
                     (k.to_string(), v.parse().unwrap())
