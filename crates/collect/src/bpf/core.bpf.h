@@ -59,10 +59,11 @@ struct pkprof_dest {
 	static __always_inline void name##_switch_in(struct pkprof_cpu *c, struct task_struct *next);
 PKPROF_CHAINS(PKPROF_CHAIN_HOOKS)
 
-/* An observer (chains/chains.h, PKPROF_OBSERVERS): sees every switch, as the chains' hooks. */
+/* An observer (chains/chains.h, PKPROF_OBSERVERS): sees every switch, as the chains' hooks; its
+ * switch-out also gets the tracepoint's context (ctx: for the stack at the switch). */
 #define PKPROF_OBSERVER_HOOKS(name)                                                               \
 	static __always_inline void name##_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, \
-						      __u32 tid);                                   \
+						      __u32 tid, void *ctx);                        \
 	static __always_inline void name##_switch_in(struct pkprof_cpu *c, struct task_struct *next);
 PKPROF_OBSERVERS(PKPROF_OBSERVER_HOOKS)
 
@@ -417,12 +418,13 @@ static __always_inline void chains_softirq_entry(struct pkprof_cpu *c, unsigned 
 }
 
 /* Thread tid (entry e, NULL without one) leaves the CPU. */
-static __always_inline void chains_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid)
+static __always_inline void chains_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid,
+					      void *ctx)
 {
 #define PKPROF_CHAIN_SWITCH_OUT(name, SLOT) name##_switch_out(c, e, tid);
 	PKPROF_CHAINS(PKPROF_CHAIN_SWITCH_OUT)
 #undef PKPROF_CHAIN_SWITCH_OUT
-#define PKPROF_OBSERVER_SWITCH_OUT(name) name##_switch_out(c, e, tid);
+#define PKPROF_OBSERVER_SWITCH_OUT(name) name##_switch_out(c, e, tid, ctx);
 	PKPROF_OBSERVERS(PKPROF_OBSERVER_SWITCH_OUT)
 #undef PKPROF_OBSERVER_SWITCH_OUT
 }

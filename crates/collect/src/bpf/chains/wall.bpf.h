@@ -113,7 +113,7 @@ static __always_inline bool in_sched_text(__u64 ip)
  * address). 0 when not found. Runs on the OTHER path only. The ranges are exclusive of their end,
  * and `switch_tp_end` is the next symbol's start (kallsyms has no sizes).
  */
-static __always_inline __u64 other_func(struct task_struct *t)
+static __always_inline __u64 other_func(void *ctx)
 {
 	struct other_stack *s;
 	__u32 key = 0, i;
@@ -125,7 +125,10 @@ static __always_inline __u64 other_func(struct task_struct *t)
 	s = bpf_map_lookup_elem(&wall_other_stack, &key);
 	if (!s)
 		return 0;
-	n = bpf_get_task_stack(t, s->ip, sizeof(s->ip), 0);
+	/* The stack at the tracepoint's caller (bpf_get_stack with the program's context), not
+	 * bpf_get_task_stack of the current task: that one unwinds from the helper through the
+	 * program's JIT code, which 6.18.44-fc-v1252 does not (no scheduler frame came back). */
+	n = bpf_get_stack(ctx, s->ip, sizeof(s->ip), 0);
 	if (n <= 0)
 		return 0;
 	n /= sizeof(__u64);
@@ -144,14 +147,14 @@ static __always_inline __u64 other_func(struct task_struct *t)
 }
 
 /*
- * other_func(t), read from the stack at most once in PKPROF_OTHER_FN_REUSE + 1 OTHER switch-outs
+ * other_func(ctx), read from the stack at most once in PKPROF_OTHER_FN_REUSE + 1 OTHER switch-outs
  * of a thread that blocks again from the same place: the same state, system call and user return
  * address (outside a system call, or a kernel thread: the same state). Measured here, a stack read costs about 10 us in
  * this virtual machine; a thread stopped and continued in a loop, or a kernel thread's wait loop,
  * blocks from one place each time.
  */
 static __always_inline __u64 other_func_cached(struct pkprof_wall *w, struct task_struct *t,
-					       __u32 state)
+					       __u32 state, void *ctx)
 {
 	__u64 key = state;
 
@@ -174,7 +177,7 @@ static __always_inline __u64 other_func_cached(struct pkprof_wall *w, struct tas
 	}
 	w->other_key = key;
 	w->other_reuse = 0;
-	w->other_func = other_func(t);
+	w->other_func = other_func(ctx);
 	return w->other_func;
 }
 
@@ -291,7 +294,8 @@ static __always_inline void wall_switch_out_unseen(struct pkprof_cpu *c, struct 
  * Thread tid (entry e) leaves the CPU in c->switch_state: its switch-in, kept in this CPU's
  * register, closes the off period before it; the slice since is running; a new off period opens.
  */
-static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid)
+static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid,
+					    void *ctx)
 {
 	__u64 now = c->last_ns; /* the switch's instant: charge() just ran */
 	struct pkprof_wall_cpu *r;
@@ -365,7 +369,7 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 	}
 	w->off_reason = block_reason(cur, state);
 	/* OTHER says no more than "blocked": where in the kernel, from its stack (this path only). */
-	w->off_func = w->off_reason == PKPROF_BLOCK_OTHER ? other_func_cached(w, cur, state) : 0;
+	w->off_func = w->off_reason == PKPROF_BLOCK_OTHER ? other_func_cached(w, cur, state, ctx) : 0;
 	w->off_ns = now;
 	w->run_delay_out = run_delay_of(cur);
 	/* Runnable at once when preempted; a blocked thread waits for its wakeup. */
