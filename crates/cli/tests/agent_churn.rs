@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{build_workload, pkprof_bin};
+use common::{build_workload, http_get, pkprof_bin};
 
 struct Agent(Child);
 
@@ -206,18 +206,6 @@ fn agent_stays_bounded_under_process_churn() {
         .unwrap_or_else(|| panic!("files freed in {freed:?}"));
     assert!(files > 0, "{freed}");
     let _ = std::fs::remove_dir_all(&tmp);
-}
-
-/// The body of an HTTP/1.0 GET on loopback.
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split_once("\r\n\r\n")
-        .map_or(raw.clone(), |(_, b)| b.to_string())
 }
 
 /// A port free on loopback now.

@@ -197,18 +197,6 @@ fn wall_classes_add_up_and_agree_with_schedstat() {
     }
 }
 
-/// GET /metrics over HTTP/1.0 (the server closes the connection): the body.
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split_once("\r\n\r\n")
-        .map_or(raw.clone(), |(_, b)| b.to_string())
-}
-
 /// The name /proc/PID/task/TID/wchan gives most often while polled for `span` (the kernel's own
 /// "where is it blocked": the first function outside the scheduler), "0" and "" left out.
 fn wchan_mode(pid: u32, tid: u32, span: Duration) -> Option<String> {

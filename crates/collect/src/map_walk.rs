@@ -22,6 +22,18 @@ use crate::error::{CollectError, LayoutMismatch};
 /// Entries asked for per bpf() call at first.
 const BATCH: usize = 512;
 
+/// Options of a batch operation with no flags, sized as this libbpf knows them.
+fn batch_opts() -> libbpf_sys::bpf_map_batch_opts {
+    // Padding fields on some targets: the default fills them.
+    #[allow(clippy::needless_update)]
+    libbpf_sys::bpf_map_batch_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+        elem_flags: 0,
+        flags: 0,
+        ..Default::default()
+    }
+}
+
 /// One entry's key and value bytes.
 pub(crate) type Entry = (Vec<u8>, Vec<u8>);
 
@@ -36,14 +48,7 @@ pub(crate) fn entries<M: MapCore>(map: &M, name: &'static str) -> Result<Vec<Ent
     let token_size = key_size.max(8);
     let mut position: Option<Vec<u8>> = None;
     let mut next = vec![0u8; token_size];
-    // Padding fields on some targets: the default fills them.
-    #[allow(clippy::needless_update)]
-    let opts = libbpf_sys::bpf_map_batch_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
-        elem_flags: 0,
-        flags: 0,
-        ..Default::default()
-    };
+    let opts = batch_opts();
     let mut out = Vec::new();
     loop {
         let mut count = batch as u32;
@@ -140,13 +145,7 @@ pub(crate) fn delete<M: MapCore>(
     let key_size = map.key_size() as usize;
     let bytes: Vec<u8> = keys.into_iter().flat_map(|k| k.as_ref().to_vec()).collect();
     let n = bytes.len() / key_size.max(1);
-    #[allow(clippy::needless_update)]
-    let opts = libbpf_sys::bpf_map_batch_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
-        elem_flags: 0,
-        flags: 0,
-        ..Default::default()
-    };
+    let opts = batch_opts();
     let mut done = 0;
     while done < n {
         let mut count = (n - done) as u32;

@@ -557,3 +557,15 @@ pub fn wait_for_line(lines: &Receiver<String>, needle: &str, what: &str, timeout
         }
     }
 }
+
+/// The body of an HTTP/1.0 GET of `path` on loopback `port` (a pkprof `/metrics`).
+pub fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    raw.split_once("\r\n\r\n")
+        .map_or(raw.clone(), |(_, b)| b.to_string())
+}
