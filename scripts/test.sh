@@ -15,11 +15,12 @@ if cargo build --workspace --all-targets --locked -v 2>&1 | grep -E '^\s*(Compil
 fi
 echo "== formatting"
 cargo fmt --all -- --check
-echo "== tests (root-only BPF tests included; one at a time so timing-sensitive tests run alone)"
+echo "== tests (root-only BPF tests included; one at a time so timing-sensitive tests run alone;"
+echo "   every test binary runs even after a failure, so one failure hides no other)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --locked --lib --bins --tests -- --include-ignored --test-threads=1 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast --lib --bins --tests -- --include-ignored --test-threads=1 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole suite (cargo prints one per test binary, the last often empty).
