@@ -11,13 +11,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{build_workload, pkprof_bin, run_with_timeout};
+use common::{build_workload, pkprof_bin, run_with_timeout, Agent};
 
 const ID_K8S: &str = "4f1b9c2e8a7d6b5c4f1b9c2e8a7d6b5c4f1b9c2e8a7d6b5c4f1b9c2e8a7d6b5c";
 const ID_DOCKER: &str = "9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d";
@@ -57,56 +56,6 @@ fn mkcg(tree: &mut Tree, base: &Path, rel: &str) -> PathBuf {
         }
     }
     p
-}
-
-/// A running agent with its stderr lines; SIGKILLed on drop if still running.
-struct Agent {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Agent {
-    fn start(args: &[&str]) -> Agent {
-        let mut child = Command::new(pkprof_bin())
-            .arg("agent")
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("pkprof agent starts");
-        let err = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                eprintln!("agent: {l}");
-                let _ = tx.send(l);
-            }
-        });
-        Agent { child, lines: rx }
-    }
-
-    /// The `/metrics` address from the start line.
-    fn wait_started(&self) -> Option<String> {
-        let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the agent's start line");
-        assert!(line.contains("agent sampling at"), "{line}");
-        line.split("metrics: http://")
-            .nth(1)
-            .map(|s| s.trim_end_matches("/metrics").to_string())
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn pkprof(args: &[&str]) -> Output {
@@ -214,7 +163,9 @@ fn agent_windows_store_control_and_containers() {
         &hz,
     ];
     let agent = Agent::start(&agent_args);
-    let metrics_addr = agent.wait_started().expect("a metrics address");
+    let metrics_addr = agent
+        .wait_started(Duration::from_secs(30))
+        .expect("a metrics address");
     let start = Instant::now();
     let unix_s = || pkprof_recording::meta::unix_ns() as f64 / 1e9;
     let started_at = unix_s();
@@ -401,7 +352,7 @@ fn agent_windows_store_control_and_containers() {
 
     // kill -9 mid-run: the store still reads, and the next agent replaces the stale socket.
     let a2 = Agent::start(&agent_args);
-    a2.wait_started();
+    a2.wait_started(Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(2500));
     a2.signal(libc::SIGKILL);
     drop(a2);
@@ -415,7 +366,7 @@ fn agent_windows_store_control_and_containers() {
     let a3 = Agent::start(&[
         "--config", conf_s, "--store", store_s, "--socket", sock_s, "--listen", "",
     ]);
-    a3.wait_started();
+    a3.wait_started(Duration::from_secs(30));
     ok(&["ctl", "--socket", sock_s, "flush"]);
     let hup = |a: &Agent, want: &str| {
         a.signal(libc::SIGHUP);

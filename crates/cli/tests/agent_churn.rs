@@ -14,24 +14,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{build_workload, http_get, pkprof_bin};
-
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{build_workload, http_get, pkprof_bin, Agent};
 
 /// `bytes` with the GNU build-id note's first four descriptor bytes set to `n`.
 fn with_build_id(bytes: &[u8], n: u32) -> Vec<u8> {
@@ -92,29 +82,21 @@ fn agent_stays_bounded_under_process_churn() {
     std::fs::create_dir_all(tmp.join("bin")).unwrap();
     let original = std::fs::read(build_workload("hot_split")).unwrap();
 
-    let mut child = Command::new(pkprof_bin())
-        .args(["agent", "--window", "1s", "-F", "199", "--listen", ""])
-        .arg("--store")
-        .arg(tmp.join("store"))
-        .arg("--socket")
-        .arg(tmp.join("agent.sock"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("pkprof agent starts");
-    let err = BufReader::new(child.stderr.take().unwrap());
-    let agent = Agent(child);
-    let pid = agent.0.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in err.lines().map_while(Result::ok) {
-            eprintln!("agent: {l}");
-            let _ = tx.send(l);
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("start line");
-    assert!(line.contains("agent sampling at"), "{line}");
+    let (store, sock) = (tmp.join("store"), tmp.join("agent.sock"));
+    let agent = Agent::start(&[
+        "--window".as_ref(),
+        "1s".as_ref(),
+        "-F".as_ref(),
+        "199".as_ref(),
+        "--listen".as_ref(),
+        "".as_ref(),
+        "--store".as_ref(),
+        store.as_os_str(),
+        "--socket".as_ref(),
+        sock.as_os_str(),
+    ]);
+    let pid = agent.pid();
+    agent.wait_started(Duration::from_secs(60));
 
     // The churn, until told to stop: each run a new file, deleted once the run is over.
     let stop = Arc::new(AtomicBool::new(false));
@@ -230,22 +212,24 @@ fn agent_metrics_stay_monotonic_under_churn() {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).unwrap();
     let port = free_port();
-    let mut child = Command::new(pkprof_bin())
-        .args(["agent", "--window", "1s", "-F", "19"])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--store")
-        .arg(tmp.join("store"))
-        .arg("--socket")
-        .arg(tmp.join("agent.sock"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("pkprof agent starts");
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let _agent = Agent(child);
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(line.contains("agent sampling at"), "{line}");
-    std::thread::spawn(move || for _ in err.lines() {});
+    let (store, sock, listen) = (
+        tmp.join("store"),
+        tmp.join("agent.sock"),
+        format!("127.0.0.1:{port}"),
+    );
+    let _agent = Agent::start(&[
+        "--window".as_ref(),
+        "1s".as_ref(),
+        "-F".as_ref(),
+        "19".as_ref(),
+        "--listen".as_ref(),
+        listen.as_ref(),
+        "--store".as_ref(),
+        store.as_os_str(),
+        "--socket".as_ref(),
+        sock.as_os_str(),
+    ]);
+    _agent.wait_started(Duration::from_secs(60));
 
     // Short processes back to back, each its own pid: rows that exit in every frame.
     let stop = Arc::new(AtomicBool::new(false));

@@ -547,6 +547,56 @@ pub fn echo_stderr(child: &mut Child, prefix: &'static str) -> Receiver<String> 
     rx
 }
 
+/// A `pkprof agent` started by a test, its stderr echoed and handed over line by line;
+/// SIGKILLed on drop if still running.
+pub struct Agent {
+    pub child: Child,
+    pub lines: Receiver<String>,
+}
+
+impl Agent {
+    /// Starts `pkprof agent ARGS`.
+    pub fn start<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Agent {
+        let mut child = Command::new(pkprof_bin())
+            .arg("agent")
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("pkprof agent starts");
+        let lines = echo_stderr(&mut child, "agent: ");
+        Agent { child, lines }
+    }
+
+    /// Waits for the start line (at most `timeout`) and returns the `/metrics` address it names,
+    /// if any.
+    pub fn wait_started(&self, timeout: Duration) -> Option<String> {
+        let line = self
+            .lines
+            .recv_timeout(timeout)
+            .expect("the agent's start line");
+        assert!(line.contains("agent sampling at"), "{line}");
+        line.split("metrics: http://")
+            .nth(1)
+            .map(|s| s.trim_end_matches("/metrics").to_string())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Waits on `lines` (from [`echo_stderr`]) for one containing `needle`; panics with `what` when
 /// none comes within `timeout` between lines.
 pub fn wait_for_line(lines: &Receiver<String>, needle: &str, what: &str, timeout: Duration) {
