@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{build_workload, pkprof_bin, run_with_timeout, wait_for};
+use common::{build_workload, http_request, pkprof_bin, run_with_timeout, wait_for};
 use serde_json::Value;
 
 /// A child process stopped (SIGTERM, then SIGKILL after 3 s) and reaped when dropped, so a failing
@@ -82,25 +82,6 @@ fn pkprof_listening(port: u16, extra: &[&str]) -> Guard {
     )
 }
 
-/// GET over HTTP/1.0 (no chunking, the server closes the connection): (status, body).
-fn http_get(port: u16, path_and_query: &str) -> std::io::Result<(u32, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "GET {path_and_query} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
-    )?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Ok((status, body.to_string()))
-}
-
 /// Percent-encoding of a query parameter value.
 fn encode(v: &str) -> String {
     v.bytes()
@@ -115,7 +96,7 @@ fn encode(v: &str) -> String {
 
 /// An instant query against Prometheus's HTTP API: (labels, value) of each result.
 fn prom_query(port: u16, q: &str) -> Vec<(Value, f64)> {
-    let Ok((200, body)) = http_get(port, &format!("/api/v1/query?query={}", encode(q))) else {
+    let Ok((200, body)) = http_request(port, &format!("/api/v1/query?query={}", encode(q))) else {
         return Vec::new();
     };
     let v: Value = serde_json::from_str(&body)
@@ -181,7 +162,7 @@ fn prometheus_scrapes_a_busy_workload() {
         "pkprof's first frame on /metrics",
         Duration::from_secs(30),
         || {
-            http_get(pk_port, "/metrics")
+            http_request(pk_port, "/metrics")
                 .ok()
                 .filter(|(c, b)| *c == 200 && b.contains("pkprof_cpu_seconds_total{"))
         },
@@ -287,7 +268,7 @@ fn prometheus_counters_never_reset_under_churn() {
         "pkprof's first frame on /metrics",
         Duration::from_secs(30),
         || {
-            http_get(pk_port, "/metrics")
+            http_request(pk_port, "/metrics")
                 .ok()
                 .filter(|(c, b)| *c == 200 && b.contains("pkprof_cpu_seconds_total{"))
                 .map(|(_, b)| b)
@@ -471,7 +452,7 @@ fn stream_sends_each_json_frame_at_once() {
     // One watched process: frames of ~2 KB, far below any transfer buffer.
     let _pk = pkprof_listening(port, &["-d", "0.5", "-p", &busy.pid().to_string()]);
     wait_for("pkprof's first frame", Duration::from_secs(30), || {
-        http_get(port, "/metrics")
+        http_request(port, "/metrics")
             .ok()
             .filter(|(c, b)| *c == 200 && b.contains("pkprof_cpu_seconds_total{"))
     });

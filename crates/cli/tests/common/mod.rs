@@ -608,14 +608,27 @@ pub fn wait_for_line(lines: &Receiver<String>, needle: &str, what: &str, timeout
     }
 }
 
-/// The body of an HTTP/1.0 GET of `path` on loopback `port` (a pkprof `/metrics`).
-pub fn http_get(port: u16, path: &str) -> String {
+/// An HTTP/1.0 GET of `path` (with its query) on loopback `port`: the status code and the body.
+pub fn http_request(port: u16, path: &str) -> std::io::Result<(u32, String)> {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
     let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split_once("\r\n\r\n")
-        .map_or(raw.clone(), |(_, b)| b.to_string())
+    s.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_string()))
+}
+
+/// The body of an HTTP/1.0 GET of `path` on loopback `port` (a pkprof `/metrics`); panics when
+/// the server cannot be reached.
+pub fn http_get(port: u16, path: &str) -> String {
+    http_request(port, path)
+        .unwrap_or_else(|e| panic!("GET {path} on port {port}: {e}"))
+        .1
 }
