@@ -201,7 +201,8 @@ impl Accountant {
     /// are, not copied around: the agent meets thousands of exited threads a read).
     fn process_rows(&mut self, threads: &[ThreadSample]) -> Vec<Row> {
         // First the rows, with what the threads say of their process; then the counters.
-        let mut rows: Vec<Row> = Vec::new();
+        // At most a row a thread: rows are large, and growing the vector moved them all.
+        let mut rows: Vec<Row> = Vec::with_capacity(threads.len());
         let by_pid = &mut self.by_pid;
         by_pid.clear();
         let at = &mut self.row_of_thread;
