@@ -57,7 +57,7 @@ impl OtherFnTable {
             e.0 += f.ns;
             e.1 += f.count;
         }
-        let exited_tids: Vec<u32> = (threads.iter().filter(|t| t.exited))
+        let exited_tids: std::collections::HashSet<u32> = (threads.iter().filter(|t| t.exited))
             .map(|t| t.tid)
             .collect();
         if !per_thread {

@@ -81,10 +81,24 @@ pub struct Deltas {
     lost: Lost,
 }
 
-fn sub_process(now: &ProcessInfo, before: Option<&ProcessInfo>) -> ProcessInfo {
+/// What `now`'s window figures are taken from: its totals at the end of the last window, when
+/// they are the same process's.
+fn same_process<'a>(now: &ProcessInfo, before: Option<&'a ProcessInfo>) -> Option<&'a ProcessInfo> {
     // Not the command: it changes at exec. A PID reused after its process exited starts fresh
     // (exited processes are forgotten); a total lower than before is another process too.
-    let Some(b) = before.filter(|b| b.task_ns <= now.task_ns) else {
+    before.filter(|b| b.task_ns <= now.task_ns)
+}
+
+/// The window's CPU of `now` (own and served), as `sub_process` makes it, without a copy.
+fn window_cpu_ns(now: &ProcessInfo, before: Option<&ProcessInfo>) -> u64 {
+    match same_process(now, before) {
+        Some(b) => (now.task_ns - b.task_ns) + now.served_ns.saturating_sub(b.served_ns),
+        None => now.task_ns + now.served_ns,
+    }
+}
+
+fn sub_process(now: &ProcessInfo, before: Option<&ProcessInfo>) -> ProcessInfo {
+    let Some(b) = same_process(now, before) else {
         return now.clone();
     };
     ProcessInfo {
@@ -137,10 +151,12 @@ impl Deltas {
         sampled: &dyn Fn(u32) -> bool,
         max: usize,
     ) -> WindowProcesses {
-        let mut out: Vec<ProcessInfo> = totals
-            .values()
-            .map(|p| sub_process(p, self.processes.get(&p.pid)))
-            .filter(|p| p.task_ns + p.served_ns > 0 || sampled(p.pid))
+        // Those left out are not copied (under a fork loop most exited idle).
+        let mut out: Vec<ProcessInfo> = (totals.values())
+            .filter_map(|p| {
+                let before = self.processes.get(&p.pid);
+                (window_cpu_ns(p, before) > 0 || sampled(p.pid)).then(|| sub_process(p, before))
+            })
             .collect();
         self.processes = totals
             .values()

@@ -252,9 +252,15 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         self.next_read = self.next_read_at();
         let expired = self.holds.expired();
         let limits = self.rec.aggregate.limits();
+        // The window takes the table; the live processes stay (exited ones are forgotten, and
+        // under a fork loop they are nearly all of it).
+        let live = (self.rec.processes.iter())
+            .filter(|(_, p)| !p.exited)
+            .map(|(pid, p)| (*pid, p.clone()))
+            .collect();
         let fresh = Recorded {
             aggregate: Aggregate::bounded(limits),
-            processes: self.rec.processes.clone(),
+            processes: live,
             last_frame: self.rec.last_frame.clone(),
             syscalls: Vec::new(),
             held_expired: 0,
@@ -270,11 +276,10 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         };
         let mut window = std::mem::replace(&mut self.rec, fresh);
         window.python = std::mem::take(&mut self.python.stats);
-        let exited: Vec<u32> = (self.rec.processes.iter())
+        let exited: Vec<u32> = (window.processes.iter())
             .filter(|(_, p)| p.exited)
             .map(|(pid, _)| *pid)
             .collect();
-        self.rec.processes.retain(|_, p| !p.exited);
         let live = &self.rec.processes;
         self.captures.retain(|pid, _| live.contains_key(pid));
         // An exited process's Python layout goes too: its PID may come back as another program.
