@@ -299,6 +299,9 @@ impl Accountant {
     }
 
     fn syscall_rows(&self, snap: &Snapshot, rows: &[Row]) -> Vec<SyscallRow> {
+        if snap.syscalls.is_empty() {
+            return Vec::new();
+        }
         let shown: std::collections::HashSet<u32> = rows.iter().map(|r| r.pid).collect();
         let mut out: Vec<SyscallRow> = snap
             .syscalls
