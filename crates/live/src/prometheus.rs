@@ -21,6 +21,7 @@
 use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -198,10 +199,16 @@ impl Exposition {
         self.retired.expire(now);
         let frames = self.frames;
         for r in &frame.rows {
-            let m = self.members.entry(id(r)).or_insert_with(|| Member {
-                born: frames,
-                ..Member::default()
-            });
+            let m = match self.members.entry(id(r)) {
+                Entry::Occupied(e) => e.into_mut(),
+                // Met exited (most processes under a fork loop): no member unless it gets a slot
+                // below; its total is in `other` now and moves into `frozen` at the next frame.
+                Entry::Vacant(_) if r.exited => continue,
+                Entry::Vacant(e) => e.insert(Member {
+                    born: frames,
+                    ..Member::default()
+                }),
+            };
             m.idle_frames = if r.delta.cost_ns() == 0 {
                 m.idle_frames + 1
             } else {
@@ -224,10 +231,14 @@ impl Exposition {
         let mut idle = 0;
         let mut candidates = Vec::new();
         for r in &frame.rows {
-            let m = &self.members[&id(r)];
-            idle += usize::from(m.idle_frames >= IDLE_FRAMES);
-            if !m.exported && !self.retired.contains(id(r), &r.comm) {
-                let key = (Reverse(r.delta.cost_ns()), Reverse(r.total.cost_ns()), id(r));
+            let m = self.members.get(&id(r));
+            idle += usize::from(m.is_some_and(|m| m.idle_frames >= IDLE_FRAMES));
+            if !m.is_some_and(|m| m.exported) && !self.retired.contains(id(r), &r.comm) {
+                let key = (
+                    Reverse(r.delta.cost_ns()),
+                    Reverse(r.total.cost_ns()),
+                    id(r),
+                );
                 candidates.push((key, r));
             }
         }
@@ -246,8 +257,8 @@ impl Exposition {
                     break;
                 }
                 let Some(idle) = frame.rows.iter().find(|o| {
-                    let m = &self.members[&id(o)];
-                    m.exported && m.idle_frames >= IDLE_FRAMES
+                    (self.members.get(&id(o)))
+                        .is_some_and(|m| m.exported && m.idle_frames >= IDLE_FRAMES)
                 }) else {
                     break;
                 };
@@ -255,7 +266,11 @@ impl Exposition {
                 Self::unexport(&mut self.frozen, &mut self.retired, id(idle), m, idle, now);
                 exported -= 1;
             }
-            let m = self.members.get_mut(&id(r)).expect("member of a row");
+            let m = self.members.entry(id(r)).or_insert_with(|| Member {
+                born: frames,
+                idle_frames: u32::from(r.delta.cost_ns() == 0),
+                ..Member::default()
+            });
             let shown = m.born < self.frames;
             if shown {
                 Self::settle(&mut self.frozen, m, &r.total);
@@ -294,7 +309,10 @@ impl Exposition {
         let id = |r: &Row| r.tid.unwrap_or(r.pid);
         let mut other = self.frozen;
         for r in &frame.rows {
-            let m = self.members.get_mut(&id(r)).expect("member of a row");
+            let Some(m) = self.members.get_mut(&id(r)) else {
+                other.add(&r.total);
+                continue;
+            };
             if m.exported {
                 let own = wall_series(&m.own(&r.total));
                 note_other_fns(r, m);
@@ -328,6 +346,9 @@ impl Exposition {
                     // Its share of `other` stays there (the member goes: no offset kept).
                     self.frozen.add(&m.own(&r.total));
                 }
+            } else {
+                // Met exited and given no slot: all of it was in `other`.
+                self.frozen.add(&r.total);
             }
         }
     }
@@ -338,7 +359,10 @@ impl Exposition {
         let mut exported: Vec<(&Row, Counters)> = Vec::new();
         let mut other = self.frozen;
         for r in &frame.rows {
-            let m = &self.members[&id(r)];
+            let Some(m) = self.members.get(&id(r)) else {
+                other.add(&r.total);
+                continue;
+            };
             let own = m.own(&r.total);
             if m.exported {
                 exported.push((r, own.into_owned()));
@@ -812,6 +836,23 @@ mod tests {
             vec![sh(6, 2), row(1, 1, 0)],
         ];
         assert_no_resets(2, frames);
+    }
+
+    /// Processes met only exited (a fork loop's): in `other` when not given a slot, with a
+    /// series of their own for their one frame when one is free; either way the series add up.
+    #[test]
+    fn processes_met_exited_add_up_with_or_without_a_slot() {
+        let mut frames = vec![vec![row(1, 10, 10)]];
+        for i in 0..4u32 {
+            frames.push(vec![
+                row(1, 11 + u64::from(i), 1),
+                exited(row(100 + 2 * i, 3, 3)),
+                exited(row(101 + 2 * i, 2, 2)),
+            ]);
+        }
+        frames.push(vec![row(1, 20, 1)]);
+        let keys = assert_no_resets(2, frames);
+        assert!(keys.iter().any(|k| k.contains("pid=\"100\"")), "{keys:?}");
     }
 
     /// OTHER's functions: at most MAX_OTHER_FNS of their own a process plus `other`, each
