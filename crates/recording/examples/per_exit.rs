@@ -27,10 +27,10 @@ use pkprof_recording::{KernelSource, ProcessMaps, RingRecord, Session, UnwoundSt
 
 const READS: u64 = 60;
 const REPS: usize = 9;
-/// The agent's defaults: 10 s windows, /metrics top 20, max_processes 1,000.
+/// The agent's defaults: 10 s windows, /metrics top 20, limits.max_processes 10,000.
 const WINDOW_READS: u64 = 10;
 const METRICS_TOP: usize = 20;
-const MAX_PROCESSES: usize = 1000;
+const MAX_PROCESSES: usize = 10_000;
 
 /// Hands over the prepared reads one by one; the ring stays empty.
 struct Feed(VecDeque<Snapshot>);
