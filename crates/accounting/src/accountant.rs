@@ -31,6 +31,9 @@ pub struct Accountant {
     filter: Filter,
     prev_mono_ns: u64,
     prev_threads: HashMap<u32, Counters>,
+    /// `process_rows`'s buffers, kept between reads: each process's row, each thread's row.
+    by_pid: HashMap<u32, usize>,
+    row_of_thread: Vec<usize>,
     prev_cpus: HashMap<u32, CpuCounters>,
     dead: HashMap<u32, DeadThreads>,
     /// Bucket sums of rows that have exited (their totals no longer come from the kernel).
@@ -48,6 +51,8 @@ impl Accountant {
             filter,
             prev_mono_ns: attach_mono_ns,
             prev_threads: HashMap::new(),
+            by_pid: HashMap::new(),
+            row_of_thread: Vec::new(),
             prev_cpus: HashMap::new(),
             dead: HashMap::new(),
             exited: Buckets::default(),
@@ -86,35 +91,26 @@ impl Accountant {
         self.prev_mono_ns = snap.mono_ns;
         let pct = |ns: u64| ns as f64 * 100.0 / interval_ns as f64;
 
-        let threads: Vec<(&ThreadSample, Counters, Counters)> = snap
-            .threads
-            .iter()
-            .map(|t| {
-                let prev = self.prev_threads.get(&t.tid).copied().unwrap_or_default();
-                let total = t.counters.max(&prev);
-                (t, total, total.since(&prev))
-            })
-            .collect();
-        for (t, total, _) in &threads {
-            if t.exited {
-                self.prev_threads.remove(&t.tid);
-            } else {
-                self.prev_threads.insert(t.tid, *total);
-            }
-        }
-
         let mut rows = if self.per_thread {
-            threads
-                .iter()
-                .map(|(t, total, delta)| thread_row(t, *total, *delta))
+            (snap.threads.iter())
+                .map(|t| {
+                    let mut row = thread_row(t);
+                    advance(&mut self.prev_threads, t, |total, delta| {
+                        row.total = *total;
+                        row.delta = *delta;
+                    });
+                    row
+                })
                 .collect()
         } else {
-            self.process_rows(&threads)
+            self.process_rows(&snap.threads)
         };
-        let refs: Vec<&ThreadSample> = threads.iter().map(|(t, _, _)| *t).collect();
+        let refs: Vec<&ThreadSample> = snap.threads.iter().collect();
         let mut fns = self.other_fns.rows(&snap.other_fns, &refs, self.per_thread);
-        for r in &mut rows {
-            r.other_fns = fns.remove(&r.tid.unwrap_or(r.pid)).unwrap_or_default();
+        if !fns.is_empty() {
+            for r in &mut rows {
+                r.other_fns = fns.remove(&r.tid.unwrap_or(r.pid)).unwrap_or_default();
+            }
         }
         let buckets = self.buckets(snap, &rows);
         rows.retain(|r| self.filter.keeps(r.pid, r.tid, &r.comm, r.cgroup_id));
@@ -201,57 +197,66 @@ impl Accountant {
         b
     }
 
-    fn process_rows(&mut self, threads: &[(&ThreadSample, Counters, Counters)]) -> Vec<Row> {
-        let mut by_pid: HashMap<u32, (Row, bool)> = HashMap::new();
-        for (t, total, delta) in threads {
-            let (row, live) = by_pid.entry(t.pid).or_insert_with(|| {
-                (
-                    Row {
-                        pid: t.pid,
-                        comm: t.comm.clone(),
-                        ..Row::default()
-                    },
-                    false,
-                )
+    /// One row per process: its threads summed (each thread's counters are added where they
+    /// are, not copied around: the agent meets thousands of exited threads a read).
+    fn process_rows(&mut self, threads: &[ThreadSample]) -> Vec<Row> {
+        // First the rows, with what the threads say of their process; then the counters.
+        // At most a row a thread: rows are large, and growing the vector moved them all.
+        let mut rows: Vec<Row> = Vec::with_capacity(threads.len());
+        let by_pid = &mut self.by_pid;
+        by_pid.clear();
+        let at = &mut self.row_of_thread;
+        at.clear();
+        for t in threads {
+            let i = *by_pid.entry(t.pid).or_insert_with(|| {
+                let mut row = Row {
+                    pid: t.pid,
+                    exited: true,
+                    ..Row::default()
+                };
+                // Threads that exited in earlier intervals still count in the process's total.
+                if let Some(d) = self.dead.get(&t.pid) {
+                    row.total = d.total;
+                    row.threads = d.threads;
+                }
+                rows.push(row);
+                rows.len() - 1
             });
-            row.total.add(total);
-            row.delta.add(delta);
+            at.push(i);
+            let row = &mut rows[i];
             row.threads += 1;
-            if !t.exited {
-                *live = true;
-            }
+            row.exited &= t.exited;
             row.kthread |= t.kthread;
             // The main thread names the process and carries its parent and cgroup.
             if t.tid == t.pid || row.ppid == 0 {
-                row.comm = t.comm.clone();
+                row.comm.clone_from(&t.comm);
                 row.ppid = t.ppid;
                 row.cgroup_id = t.cgroup_id;
             }
         }
-        let rows: Vec<Row> = by_pid
-            .into_values()
-            .map(|(mut row, live)| {
-                // Threads that exited in earlier intervals still count in the process's total.
-                if let Some(d) = self.dead.get(&row.pid) {
-                    row.total.add(&d.total);
-                    row.threads += d.threads;
+        for (t, &i) in threads.iter().zip(at.iter()) {
+            let row = &mut rows[i];
+            advance(&mut self.prev_threads, t, |total, delta| {
+                row.total.add(total);
+                row.delta.add(delta);
+                // A thread that exited in a process still running: kept for the process's
+                // total (a process that exits here is forgotten with its threads).
+                if t.exited && !row.exited {
+                    let d = self.dead.entry(t.pid).or_default();
+                    d.total.add(total);
+                    d.threads += 1;
+                    if d.threads == 1 || t.tid == t.pid {
+                        d.comm.clone_from(&t.comm);
+                        d.cgroup_id = t.cgroup_id;
+                    }
+                    d.kthread |= t.kthread;
                 }
-                row.exited = !live;
-                row
-            })
-            .collect();
-        for (t, total, _) in threads.iter().filter(|(t, _, _)| t.exited) {
-            let d = self.dead.entry(t.pid).or_default();
-            d.total.add(total);
-            d.threads += 1;
-            if d.threads == 1 || t.tid == t.pid {
-                d.comm = t.comm.clone();
-                d.cgroup_id = t.cgroup_id;
-            }
-            d.kthread |= t.kthread;
+            });
         }
-        for row in rows.iter().filter(|r| r.exited) {
-            self.dead.remove(&row.pid);
+        if !self.dead.is_empty() {
+            for row in rows.iter().filter(|r| r.exited) {
+                self.dead.remove(&row.pid);
+            }
         }
         rows
     }
@@ -294,6 +299,9 @@ impl Accountant {
     }
 
     fn syscall_rows(&self, snap: &Snapshot, rows: &[Row]) -> Vec<SyscallRow> {
+        if snap.syscalls.is_empty() {
+            return Vec::new();
+        }
         let shown: std::collections::HashSet<u32> = rows.iter().map(|r| r.pid).collect();
         let mut out: Vec<SyscallRow> = snap
             .syscalls
@@ -331,7 +339,8 @@ fn bucket_row(b: &mut Buckets, r: &Row, filter: &Filter) {
     }
 }
 
-fn thread_row(t: &ThreadSample, total: Counters, delta: Counters) -> Row {
+/// A thread's row without its counters.
+fn thread_row(t: &ThreadSample) -> Row {
     Row {
         pid: t.pid,
         tid: Some(t.tid),
@@ -341,8 +350,39 @@ fn thread_row(t: &ThreadSample, total: Counters, delta: Counters) -> Row {
         threads: 1,
         exited: t.exited,
         kthread: t.kthread,
-        total,
-        delta,
         ..Row::default()
+    }
+}
+
+/// Brings thread `t`'s previous counters up to this read and hands `f` its total since attach
+/// (never lower than the last read showed) and its share of this interval. A thread met for the
+/// first time is its own total and share, handed over as they are (no copy: most threads under
+/// a fork loop are met once, exited).
+fn advance(
+    prev: &mut HashMap<u32, Counters>,
+    t: &ThreadSample,
+    f: impl FnOnce(&Counters, &Counters),
+) {
+    if t.exited {
+        match prev.remove(&t.tid) {
+            Some(p) => {
+                let total = t.counters.max(&p);
+                f(&total, &total.since(&p));
+            }
+            None => f(&t.counters, &t.counters),
+        }
+        return;
+    }
+    match prev.entry(t.tid) {
+        std::collections::hash_map::Entry::Occupied(mut e) => {
+            let p = e.get_mut();
+            let total = t.counters.max(p);
+            f(&total, &total.since(p));
+            *p = total;
+        }
+        std::collections::hash_map::Entry::Vacant(e) => {
+            f(&t.counters, &t.counters);
+            e.insert(t.counters);
+        }
     }
 }

@@ -57,7 +57,12 @@ impl OtherFnTable {
             e.0 += f.ns;
             e.1 += f.count;
         }
-        let exited_tids: Vec<u32> = (threads.iter().filter(|t| t.exited))
+        // A process none of whose threads is alive: gone (its exited threads' share with it).
+        let live: std::collections::HashSet<u32> = (threads.iter().filter(|t| !t.exited))
+            .map(|t| t.pid)
+            .collect();
+        let exited_tids: std::collections::HashSet<u32> = (threads.iter())
+            .filter(|t| t.exited && live.contains(&t.pid))
             .map(|t| t.tid)
             .collect();
         if !per_thread {
@@ -69,17 +74,15 @@ impl OtherFnTable {
                 }
             }
         }
-        for f in fns.iter().filter(|f| exited_tids.contains(&f.tid)) {
-            let e = (self.dead.entry(f.pid).or_default())
-                .entry(f.addr)
-                .or_default();
-            e.0 += f.ns;
-            e.1 += f.count;
+        if !exited_tids.is_empty() {
+            for f in fns.iter().filter(|f| exited_tids.contains(&f.tid)) {
+                let e = (self.dead.entry(f.pid).or_default())
+                    .entry(f.addr)
+                    .or_default();
+                e.0 += f.ns;
+                e.1 += f.count;
+            }
         }
-        // A process none of whose threads is alive: gone.
-        let live: std::collections::HashSet<u32> = (threads.iter().filter(|t| !t.exited))
-            .map(|t| t.pid)
-            .collect();
         self.dead.retain(|pid, _| live.contains(pid));
         by.into_iter()
             .map(|(k, m)| {

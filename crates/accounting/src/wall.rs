@@ -83,14 +83,6 @@ impl RunqHist {
         }
         None
     }
-
-    fn zip(&self, o: &RunqHist, f: impl Fn(u64, u64) -> u64) -> RunqHist {
-        let mut r = RunqHist::default();
-        for i in 0..RUNQ_HIST {
-            r.0[i] = f(self.0[i], o.0[i]);
-        }
-        r
-    }
 }
 
 /// One thread's (or a sum of threads') wall time by class, in ns.
@@ -130,34 +122,47 @@ impl WallCounters {
         self.running_ns + self.runq_ns + self.blocked_total_ns()
     }
 
-    /// Applies `f` to the summable fields; `runq_max_ns` is set by the callers.
-    fn zip_with(&self, o: &WallCounters, f: impl Fn(u64, u64) -> u64) -> WallCounters {
-        let arr = |a: &[u64; NR_BLOCK_REASONS], b: &[u64; NR_BLOCK_REASONS]| {
-            let mut out = [0; NR_BLOCK_REASONS];
-            for i in 0..NR_BLOCK_REASONS {
-                out[i] = f(a[i], b[i]);
+    /// Sets the summable fields to `f` of themselves and `o`'s, in place; `runq_max_ns` is the
+    /// callers'.
+    fn zip_mut(&mut self, o: &WallCounters, f: impl Fn(u64, u64) -> u64) {
+        let arr = |a: &mut [u64], b: &[u64]| {
+            for (a, b) in a.iter_mut().zip(b) {
+                *a = f(*a, *b);
             }
-            out
         };
-        WallCounters {
-            wall_ns: f(self.wall_ns, o.wall_ns),
-            running_ns: f(self.running_ns, o.running_ns),
-            runq_ns: f(self.runq_ns, o.runq_ns),
-            blocked_ns: arr(&self.blocked_ns, &o.blocked_ns),
-            blocks: arr(&self.blocks, &o.blocks),
-            preemptions: f(self.preemptions, o.preemptions),
-            runq_waits: f(self.runq_waits, o.runq_waits),
-            runq_hist: self.runq_hist.zip(&o.runq_hist, &f),
-            runq_max_ns: 0,
-            wake_unseen: f(self.wake_unseen, o.wake_unseen),
-            switch_unseen: f(self.switch_unseen, o.switch_unseen),
+        // Every field named: a new one does not build until it is placed here.
+        let WallCounters {
+            wall_ns,
+            running_ns,
+            runq_ns,
+            blocked_ns,
+            blocks,
+            preemptions,
+            runq_waits,
+            runq_hist,
+            runq_max_ns: _,
+            wake_unseen,
+            switch_unseen,
+        } = o;
+        for (a, b) in [
+            (&mut self.wall_ns, wall_ns),
+            (&mut self.running_ns, running_ns),
+            (&mut self.runq_ns, runq_ns),
+            (&mut self.preemptions, preemptions),
+            (&mut self.runq_waits, runq_waits),
+            (&mut self.wake_unseen, wake_unseen),
+            (&mut self.switch_unseen, switch_unseen),
+        ] {
+            *a = f(*a, *b);
         }
+        arr(&mut self.blocked_ns, blocked_ns);
+        arr(&mut self.blocks, blocks);
+        arr(&mut self.runq_hist.0, &runq_hist.0);
     }
 
     pub fn add(&mut self, o: &WallCounters) {
-        let max = self.runq_max_ns.max(o.runq_max_ns);
-        *self = self.zip_with(o, |a, b| a + b);
-        self.runq_max_ns = max;
+        self.zip_mut(o, |a, b| a + b);
+        self.runq_max_ns = self.runq_max_ns.max(o.runq_max_ns);
     }
 
     /// `self - earlier` as an interval whose classes add up to its wall time. A class can go down
@@ -167,8 +172,8 @@ impl WallCounters {
     /// comes out of the classes it moved to: the runqueue first, then running, then the other
     /// reasons. Counts are clamped at zero; `runq_max_ns` stays the maximum since attach.
     pub fn since(&self, earlier: &WallCounters) -> WallCounters {
-        let mut r = self.zip_with(earlier, u64::saturating_sub);
-        r.runq_max_ns = self.runq_max_ns;
+        let mut r = *self;
+        r.zip_mut(earlier, u64::saturating_sub);
         let mut lost = earlier.running_ns.saturating_sub(self.running_ns)
             + earlier.runq_ns.saturating_sub(self.runq_ns);
         for i in 0..NR_BLOCK_REASONS {

@@ -2,6 +2,7 @@
 //! ring for `ctl dump` without a store, a fleet pusher), and the per-window exact figures made from
 //! the accounting's totals since attach ([`Deltas`]).
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -81,10 +82,27 @@ pub struct Deltas {
     lost: Lost,
 }
 
-fn sub_process(now: &ProcessInfo, before: Option<&ProcessInfo>) -> ProcessInfo {
+/// What `now`'s window figures are taken from: its totals at the end of the last window, when
+/// they are the same process's.
+fn same_process<'a>(now: &ProcessInfo, before: Option<&'a ProcessInfo>) -> Option<&'a ProcessInfo> {
     // Not the command: it changes at exec. A PID reused after its process exited starts fresh
     // (exited processes are forgotten); a total lower than before is another process too.
-    let Some(b) = before.filter(|b| b.task_ns <= now.task_ns) else {
+    before.filter(|b| b.task_ns <= now.task_ns)
+}
+
+/// The window's own and served CPU of `now`, as `sub_process` makes them, without a copy.
+fn window_cpu_ns(now: &ProcessInfo, before: Option<&ProcessInfo>) -> (u64, u64) {
+    match same_process(now, before) {
+        Some(b) => (
+            now.task_ns - b.task_ns,
+            now.served_ns.saturating_sub(b.served_ns),
+        ),
+        None => (now.task_ns, now.served_ns),
+    }
+}
+
+fn sub_process(now: &ProcessInfo, before: Option<&ProcessInfo>) -> ProcessInfo {
+    let Some(b) = same_process(now, before) else {
         return now.clone();
     };
     ProcessInfo {
@@ -137,22 +155,33 @@ impl Deltas {
         sampled: &dyn Fn(u32) -> bool,
         max: usize,
     ) -> WindowProcesses {
-        let mut out: Vec<ProcessInfo> = totals
-            .values()
-            .map(|p| sub_process(p, self.processes.get(&p.pid)))
-            .filter(|p| p.task_ns + p.served_ns > 0 || sampled(p.pid))
+        // Those left out are not copied (under a fork loop most exited idle, and most of the
+        // rest do not fit): the window's CPU of each first, then the copies of those kept.
+        let mut kept: Vec<(Reverse<u64>, u32, &ProcessInfo, Option<&ProcessInfo>)> = (totals
+            .values())
+        .filter_map(|p| {
+            let before = self.processes.get(&p.pid);
+            let (task, served) = window_cpu_ns(p, before);
+            let busy = Reverse(task.saturating_add(served));
+            (task + served > 0 || sampled(p.pid)).then_some((busy, p.pid, p, before))
+        })
+        .collect();
+        let left_out = kept.len().saturating_sub(max);
+        if left_out > 0 {
+            // The busiest `max`, the lower PID first among equals (as a stable sort by CPU of
+            // the table, in PID order, kept them), then in PID order again.
+            kept.select_nth_unstable_by_key(max, |k| (k.0, k.1));
+            kept.truncate(max);
+            kept.sort_unstable_by_key(|k| k.1);
+        }
+        let out: Vec<ProcessInfo> = (kept.into_iter())
+            .map(|(_, _, p, before)| sub_process(p, before))
             .collect();
         self.processes = totals
             .values()
             .filter(|p| !p.exited)
             .map(|p| (p.pid, p.clone()))
             .collect();
-        let left_out = out.len().saturating_sub(max);
-        if left_out > 0 {
-            out.sort_by_key(|p| std::cmp::Reverse(p.task_ns.saturating_add(p.served_ns)));
-            out.truncate(max);
-            out.sort_by_key(|p| p.pid);
-        }
         WindowProcesses {
             processes: out,
             left_out,

@@ -18,7 +18,10 @@
 //! back lower (a process regaining a slot counts from then; a reused PID is another process), and
 //! Prometheus reads a lower value as a counter reset.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -40,14 +43,16 @@ const RETIRE_S: f64 = 600.0;
 
 #[derive(Default)]
 struct Member {
-    /// Part of the process's total already counted in `other`.
-    offset: Counters,
+    /// Part of the process's total already counted in `other`: none until it is first settled
+    /// (most processes never are: they live a read or two in `other` and exit).
+    offset: Option<Box<Counters>>,
     exported: bool,
     /// The `comm` label of its series while exported.
     comm: String,
     idle_frames: u32,
-    /// Shown (in `other`) by an earlier refresh.
-    shown: bool,
+    /// The frame it was first met in (`Exposition::frames`): shown (in `other`) by an earlier
+    /// refresh when lower than the current one.
+    born: u64,
     /// OTHER's kernel functions (docs/design.md, "Wall time"): each function's time when the
     /// process got its slot (its series counts from then), and the functions with their own
     /// series, in the order first seen (at most MAX_OTHER_FNS, never given up: each series and
@@ -89,8 +94,44 @@ fn hold(held: &mut WallSeries, now: &WallSeries) {
     }
 }
 
-/// Label sets (pid, comm) that left the exposition, with when (frame time, Unix seconds).
-type Retired = HashMap<(u32, String), f64>;
+impl Member {
+    /// What of `total` its series (or its share of `other`) carries.
+    fn own<'a>(&self, total: &'a Counters) -> Cow<'a, Counters> {
+        match &self.offset {
+            Some(o) => Cow::Owned(total.since(o)),
+            None => Cow::Borrowed(total),
+        }
+    }
+}
+
+/// Label sets (pid, comm) that left the exposition, with when (frame time, Unix seconds); by
+/// pid, so that a row is looked up without building a key.
+#[derive(Default)]
+struct Retired(HashMap<u32, Vec<(String, f64)>>);
+
+impl Retired {
+    fn insert(&mut self, id: u32, comm: String, now: f64) {
+        let sets = self.0.entry(id).or_default();
+        match sets.iter_mut().find(|(c, _)| *c == comm) {
+            Some(set) => set.1 = now,
+            None => sets.push((comm, now)),
+        }
+    }
+
+    fn contains(&self, id: u32, comm: &str) -> bool {
+        self.0
+            .get(&id)
+            .is_some_and(|sets| sets.iter().any(|(c, _)| c == comm))
+    }
+
+    /// Forgets the label sets retired `RETIRE_S` or more before `now`.
+    fn expire(&mut self, now: f64) {
+        self.0.retain(|_, sets| {
+            sets.retain(|(_, at)| now - *at < RETIRE_S);
+            !sets.is_empty()
+        });
+    }
+}
 
 pub struct Exposition {
     top_n: usize,
@@ -100,6 +141,8 @@ pub struct Exposition {
     /// `other`'s wall-class series as shown (see `WallSeries`).
     other_wall_held: WallSeries,
     retired: Retired,
+    /// Frames observed so far.
+    frames: u64,
     /// The latest frame; its exited rows are settled when the next frame comes (the rendering
     /// still shows their series), so that what is rendered is what an eager rendering showed.
     frame: Option<Arc<Interval>>,
@@ -114,7 +157,8 @@ impl Exposition {
             members: HashMap::new(),
             frozen: Counters::default(),
             other_wall_held: [0; 2 + NR_BLOCK_REASONS],
-            retired: Retired::new(),
+            retired: Retired::default(),
+            frames: 0,
             frame: None,
             text: OnceCell::new(),
         }
@@ -130,8 +174,8 @@ impl Exposition {
 
     /// Moves what `m`'s series (or its share of `other`) carried so far into `frozen`.
     fn settle(frozen: &mut Counters, m: &mut Member, total: &Counters) {
-        frozen.add(&total.since(&m.offset));
-        m.offset = *total;
+        frozen.add(&m.own(total));
+        m.offset = Some(Box::new(*total));
     }
 
     /// Takes `m` out of the exposition: its series ends and its value moves into `other`.
@@ -145,16 +189,26 @@ impl Exposition {
     ) {
         Self::settle(frozen, m, &r.total);
         m.exported = false;
-        retired.insert((id, std::mem::take(&mut m.comm)), now);
+        retired.insert(id, std::mem::take(&mut m.comm), now);
     }
 
     /// Gives free (or idle) slots to the busiest rows without one.
     fn assign_slots(&mut self, frame: &Interval) {
         let id = |r: &Row| r.tid.unwrap_or(r.pid);
         let now = frame.unix_s;
-        self.retired.retain(|_, at| now - *at < RETIRE_S);
+        self.retired.expire(now);
+        let frames = self.frames;
         for r in &frame.rows {
-            let m = self.members.entry(id(r)).or_default();
+            let m = match self.members.entry(id(r)) {
+                Entry::Occupied(e) => e.into_mut(),
+                // Met exited (most processes under a fork loop): no member unless it gets a slot
+                // below; its total is in `other` now and moves into `frozen` at the next frame.
+                Entry::Vacant(_) if r.exited => continue,
+                Entry::Vacant(e) => e.insert(Member {
+                    born: frames,
+                    ..Member::default()
+                }),
+            };
             m.idle_frames = if r.delta.cost_ns() == 0 {
                 m.idle_frames + 1
             } else {
@@ -163,9 +217,8 @@ impl Exposition {
             // Renamed (exec): the old label set ends; the series goes on under the new one unless
             // that one is retired.
             if m.exported && m.comm != r.comm {
-                self.retired
-                    .insert((id(r), std::mem::take(&mut m.comm)), now);
-                if self.retired.contains_key(&(id(r), r.comm.clone())) {
+                self.retired.insert(id(r), std::mem::take(&mut m.comm), now);
+                if self.retired.contains(id(r), &r.comm) {
                     Self::settle(&mut self.frozen, m, &r.total);
                     m.exported = false;
                 } else {
@@ -173,31 +226,39 @@ impl Exposition {
                 }
             }
         }
+        // Members without a row in this frame count too (`top` switched to thread rows).
         let mut exported = self.members.values().filter(|m| m.exported).count();
-        let mut candidates: Vec<&Row> = frame
-            .rows
-            .iter()
-            .filter(|r| {
-                let m = &self.members[&id(r)];
-                !m.exported && !self.retired.contains_key(&(id(r), r.comm.clone()))
-            })
-            .collect();
-        candidates.sort_by(|a, b| {
-            b.delta
-                .cost_ns()
-                .cmp(&a.delta.cost_ns())
-                .then(b.total.cost_ns().cmp(&a.total.cost_ns()))
-                .then(id(a).cmp(&id(b)))
-        });
-        for r in candidates {
+        let mut idle = 0;
+        let mut candidates = Vec::new();
+        for r in &frame.rows {
+            let m = self.members.get(&id(r));
+            idle += usize::from(m.is_some_and(|m| m.idle_frames >= IDLE_FRAMES));
+            if !m.is_some_and(|m| m.exported) && !self.retired.contains(id(r), &r.comm) {
+                let key = (
+                    Reverse(r.delta.cost_ns()),
+                    Reverse(r.total.cost_ns()),
+                    id(r),
+                );
+                candidates.push((key, r));
+            }
+        }
+        // The busiest first; only the first few can get a slot: each candidate either takes a
+        // free slot, or the slot of an idle row (one each), or ends the loop. Ids are unique.
+        let reach = self.top_n.saturating_sub(exported) + idle + 1;
+        if reach < candidates.len() {
+            candidates.select_nth_unstable_by_key(reach, |(k, _)| *k);
+            candidates.truncate(reach);
+        }
+        candidates.sort_unstable_by_key(|(k, _)| *k);
+        for (_, r) in candidates {
             if exported >= self.top_n {
                 // A busy row may take the slot of an exported row idle for long enough.
                 if r.delta.cost_ns() == 0 {
                     break;
                 }
                 let Some(idle) = frame.rows.iter().find(|o| {
-                    let m = &self.members[&id(o)];
-                    m.exported && m.idle_frames >= IDLE_FRAMES
+                    (self.members.get(&id(o)))
+                        .is_some_and(|m| m.exported && m.idle_frames >= IDLE_FRAMES)
                 }) else {
                     break;
                 };
@@ -205,14 +266,19 @@ impl Exposition {
                 Self::unexport(&mut self.frozen, &mut self.retired, id(idle), m, idle, now);
                 exported -= 1;
             }
-            let m = self.members.get_mut(&id(r)).expect("member of a row");
-            if m.shown {
+            let m = self.members.entry(id(r)).or_insert_with(|| Member {
+                born: frames,
+                idle_frames: u32::from(r.delta.cost_ns() == 0),
+                ..Member::default()
+            });
+            let shown = m.born < self.frames;
+            if shown {
                 Self::settle(&mut self.frozen, m, &r.total);
             }
             m.exported = true;
             m.comm = r.comm.clone();
             // As its other series: from attach when exported from its first refresh.
-            m.fn_offset = if m.shown {
+            m.fn_offset = if shown {
                 (r.other_fns.iter())
                     .map(|f| (f.function.clone(), f.ns))
                     .collect()
@@ -243,19 +309,21 @@ impl Exposition {
         let id = |r: &Row| r.tid.unwrap_or(r.pid);
         let mut other = self.frozen;
         for r in &frame.rows {
-            let m = self.members.get_mut(&id(r)).expect("member of a row");
-            let own = r.total.since(&m.offset);
+            let Some(m) = self.members.get_mut(&id(r)) else {
+                other.add(&r.total);
+                continue;
+            };
             if m.exported {
+                let own = wall_series(&m.own(&r.total));
                 note_other_fns(r, m);
-                hold(&mut m.wall_held, &wall_series(&own));
+                hold(&mut m.wall_held, &own);
             } else {
-                other.add(&own);
+                other.add(&m.own(&r.total));
             }
         }
         hold(&mut self.other_wall_held, &wall_series(&other));
-        for m in self.members.values_mut() {
-            m.shown = true;
-        }
+        // Every member is shown now.
+        self.frames += 1;
         self.frame = Some(frame);
         self.text = OnceCell::new();
     }
@@ -275,8 +343,12 @@ impl Exposition {
                         frame.unix_s,
                     );
                 } else {
-                    Self::settle(&mut self.frozen, &mut m, &r.total);
+                    // Its share of `other` stays there (the member goes: no offset kept).
+                    self.frozen.add(&m.own(&r.total));
                 }
+            } else {
+                // Met exited and given no slot: all of it was in `other`.
+                self.frozen.add(&r.total);
             }
         }
     }
@@ -287,10 +359,13 @@ impl Exposition {
         let mut exported: Vec<(&Row, Counters)> = Vec::new();
         let mut other = self.frozen;
         for r in &frame.rows {
-            let m = &self.members[&id(r)];
-            let own = r.total.since(&m.offset);
+            let Some(m) = self.members.get(&id(r)) else {
+                other.add(&r.total);
+                continue;
+            };
+            let own = m.own(&r.total);
             if m.exported {
-                exported.push((r, own));
+                exported.push((r, own.into_owned()));
             } else {
                 other.add(&own);
             }
@@ -761,6 +836,23 @@ mod tests {
             vec![sh(6, 2), row(1, 1, 0)],
         ];
         assert_no_resets(2, frames);
+    }
+
+    /// Processes met only exited (a fork loop's): in `other` when not given a slot, with a
+    /// series of their own for their one frame when one is free; either way the series add up.
+    #[test]
+    fn processes_met_exited_add_up_with_or_without_a_slot() {
+        let mut frames = vec![vec![row(1, 10, 10)]];
+        for i in 0..4u32 {
+            frames.push(vec![
+                row(1, 11 + u64::from(i), 1),
+                exited(row(100 + 2 * i, 3, 3)),
+                exited(row(101 + 2 * i, 2, 2)),
+            ]);
+        }
+        frames.push(vec![row(1, 20, 1)]);
+        let keys = assert_no_resets(2, frames);
+        assert!(keys.iter().any(|k| k.contains("pid=\"100\"")), "{keys:?}");
     }
 
     /// OTHER's functions: at most MAX_OTHER_FNS of their own a process plus `other`, each

@@ -92,6 +92,8 @@ pub struct Session<'a, K: KernelSource, M: ProcessMaps> {
     batch: Vec<RingRecord>,
     /// How long one `step` waits for ring records.
     poll_every: Duration,
+    /// How often `step` reads the accounting when the thread table is not filling up.
+    read_every: Duration,
     python: Python,
     /// Reads of the accounting so far (`frames_read`).
     frames_read: u64,
@@ -153,6 +155,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             expired_before: 0,
             batch: Vec::new(),
             poll_every: Duration::from_millis(50),
+            read_every: READ_EVERY,
             python: Python::default(),
             frames_read: 0,
             python_in_kernel: HashSet::new(),
@@ -163,6 +166,13 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
     /// slowly and answers control requests between steps, wakes less often.
     pub fn with_poll_every(mut self, every: Duration) -> Self {
         self.poll_every = every;
+        self
+    }
+
+    /// How often `step` reads the accounting (default READ_EVERY, 1 s; sooner while the thread
+    /// table fills up). The per-exit harness (`examples/per_exit.rs`) reads at every step.
+    pub fn with_read_every(mut self, every: Duration) -> Self {
+        self.read_every = every;
         self
     }
 
@@ -187,7 +197,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             + if self.table_busy {
                 READ_EVERY_BUSY
             } else {
-                READ_EVERY
+                self.read_every
             }
     }
 
@@ -242,9 +252,15 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         self.next_read = self.next_read_at();
         let expired = self.holds.expired();
         let limits = self.rec.aggregate.limits();
+        // The window takes the table; the live processes stay (exited ones are forgotten, and
+        // under a fork loop they are nearly all of it).
+        let live = (self.rec.processes.iter())
+            .filter(|(_, p)| !p.exited)
+            .map(|(pid, p)| (*pid, p.clone()))
+            .collect();
         let fresh = Recorded {
             aggregate: Aggregate::bounded(limits),
-            processes: self.rec.processes.clone(),
+            processes: live,
             last_frame: self.rec.last_frame.clone(),
             syscalls: Vec::new(),
             held_expired: 0,
@@ -260,11 +276,10 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         };
         let mut window = std::mem::replace(&mut self.rec, fresh);
         window.python = std::mem::take(&mut self.python.stats);
-        let exited: Vec<u32> = (self.rec.processes.iter())
+        let exited: Vec<u32> = (window.processes.iter())
             .filter(|(_, p)| p.exited)
             .map(|(pid, _)| *pid)
             .collect();
-        self.rec.processes.retain(|_, p| !p.exited);
         let live = &self.rec.processes;
         self.captures.retain(|pid, _| live.contains_key(pid));
         // An exited process's Python layout goes too: its PID may come back as another program.
