@@ -1,16 +1,15 @@
 //! Building a profile: interns frames and stacks and merges samples with equal labels.
 
-use std::collections::HashMap;
-
 use crate::model::*;
+use crate::FastMap;
 
 /// Accumulates frames, stacks and samples, deduplicating each, into a [`Profile`].
 #[derive(Default)]
 pub struct ProfileBuilder {
     profile: Profile,
-    frame_ids: HashMap<Frame, FrameId>,
-    stack_ids: HashMap<Vec<FrameId>, StackId>,
-    group_ids: HashMap<GroupKey, usize>,
+    frame_ids: FastMap<Frame, FrameId>,
+    stack_ids: FastMap<Vec<FrameId>, StackId>,
+    group_ids: FastMap<GroupKey, usize>,
 }
 
 #[derive(Hash, PartialEq, Eq)]

@@ -1,8 +1,6 @@
 //! Model -> protobuf body: interns strings into the string table and checks the indices that
 //! readers will check, so that a written file can always be read back.
 
-use std::collections::HashMap;
-
 use prost::Message;
 
 use super::error::Corruption;
@@ -113,7 +111,7 @@ fn check(p: &Profile) -> Result<(), Corruption> {
 /// The string table under construction.
 #[derive(Default)]
 struct Strings<'a> {
-    ids: HashMap<&'a str, u32>,
+    ids: crate::FastMap<&'a str, u32>,
     table: Vec<&'a str>,
 }
 
