@@ -201,8 +201,13 @@ impl Accountant {
     /// are, not copied around: the agent meets thousands of exited threads a read).
     fn process_rows(&mut self, threads: &[ThreadSample]) -> Vec<Row> {
         // First the rows, with what the threads say of their process; then the counters.
-        // At most a row a thread: rows are large, and growing the vector moved them all.
-        let mut rows: Vec<Row> = Vec::with_capacity(threads.len());
+        // Sized for as many processes as the last read had, plus this read's threads beyond
+        // its (new processes, under a fork loop, are about one a thread): rows are large, and
+        // growing the vector moved them all, but a row a thread would reserve megabytes on a
+        // machine of many threads per process (the frame keeps the spare capacity).
+        let hint = (self.by_pid.len() + threads.len().saturating_sub(self.row_of_thread.len()))
+            .min(threads.len());
+        let mut rows: Vec<Row> = Vec::with_capacity(hint);
         let by_pid = &mut self.by_pid;
         by_pid.clear();
         let at = &mut self.row_of_thread;

@@ -90,7 +90,8 @@ fn same_process<'a>(now: &ProcessInfo, before: Option<&'a ProcessInfo>) -> Optio
     before.filter(|b| b.task_ns <= now.task_ns)
 }
 
-/// The window's own and served CPU of `now`, as `sub_process` makes them, without a copy.
+/// The window's own and served CPU of `now` (`sub_process` takes them from here), without a
+/// copy.
 fn window_cpu_ns(now: &ProcessInfo, before: Option<&ProcessInfo>) -> (u64, u64) {
     match same_process(now, before) {
         Some(b) => (
@@ -105,13 +106,14 @@ fn sub_process(now: &ProcessInfo, before: Option<&ProcessInfo>) -> ProcessInfo {
     let Some(b) = same_process(now, before) else {
         return now.clone();
     };
+    let (task_ns, served_ns) = window_cpu_ns(now, before);
     ProcessInfo {
-        task_ns: now.task_ns - b.task_ns,
+        task_ns,
         user_ns: now.user_ns.saturating_sub(b.user_ns),
         sys_ns: now.sys_ns.saturating_sub(b.sys_ns),
         hardirq_ns: now.hardirq_ns.saturating_sub(b.hardirq_ns),
         softirq_ns: now.softirq_ns.saturating_sub(b.softirq_ns),
-        served_ns: now.served_ns.saturating_sub(b.served_ns),
+        served_ns,
         ..now.clone()
     }
 }

@@ -217,7 +217,7 @@ fn agent_metrics_stay_monotonic_under_churn() {
         tmp.join("agent.sock"),
         format!("127.0.0.1:{port}"),
     );
-    let _agent = Agent::start(&[
+    let agent = Agent::start(&[
         "--window".as_ref(),
         "1s".as_ref(),
         "-F".as_ref(),
@@ -229,7 +229,7 @@ fn agent_metrics_stay_monotonic_under_churn() {
         "--socket".as_ref(),
         sock.as_os_str(),
     ]);
-    _agent.wait_started(Duration::from_secs(60));
+    agent.wait_started(Duration::from_secs(60));
 
     // Short processes back to back, each its own pid: rows that exit in every frame.
     let stop = Arc::new(AtomicBool::new(false));

@@ -1,15 +1,15 @@
 //! Building a profile: interns frames and stacks and merges samples with equal labels.
 
 use crate::model::*;
-use crate::FastMap;
+use crate::InternMap;
 
 /// Accumulates frames, stacks and samples, deduplicating each, into a [`Profile`].
 #[derive(Default)]
 pub struct ProfileBuilder {
     profile: Profile,
-    frame_ids: FastMap<Frame, FrameId>,
-    stack_ids: FastMap<Vec<FrameId>, StackId>,
-    group_ids: FastMap<GroupKey, usize>,
+    frame_ids: InternMap<Frame, FrameId>,
+    stack_ids: InternMap<Vec<FrameId>, StackId>,
+    group_ids: InternMap<GroupKey, usize>,
 }
 
 #[derive(Hash, PartialEq, Eq)]

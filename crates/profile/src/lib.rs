@@ -14,10 +14,12 @@ pub mod model;
 pub mod synthetic;
 
 pub use builder::ProfileBuilder;
-
-/// The interning tables' hash map: foldhash with a fixed seed, as the report and OTLP crates use
-/// (SipHash of frames, stacks and strings was a fifth of merging an hour of the agent's store).
-pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 pub use cgroup::CgroupLabels;
 pub use format::{load, read_profile, save, write_profile, FormatError};
 pub use model::*;
+
+/// The interning tables' hash map (frames, stacks, sample groups, strings): foldhash, as the
+/// report and OTLP crates use (SipHash was a fifth of merging an hour of the agent's store).
+/// Seeded at random per map: ids are handed out in first-use order, never in hash order, and the
+/// keys include names any local user can choose (the agent builds profiles as root).
+pub(crate) type InternMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

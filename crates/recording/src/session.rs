@@ -170,7 +170,8 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
     }
 
     /// How often `step` reads the accounting (default READ_EVERY, 1 s; sooner while the thread
-    /// table fills up). The per-exit harness (`examples/per_exit.rs`) reads at every step.
+    /// table fills up). The per-exit harness (the CLI crate's `examples/per_exit.rs`) reads at
+    /// every step.
     pub fn with_read_every(mut self, every: Duration) -> Self {
         self.read_every = every;
         self

@@ -111,7 +111,7 @@ fn check(p: &Profile) -> Result<(), Corruption> {
 /// The string table under construction.
 #[derive(Default)]
 struct Strings<'a> {
-    ids: crate::FastMap<&'a str, u32>,
+    ids: crate::InternMap<&'a str, u32>,
     table: Vec<&'a str>,
 }
 

@@ -10,7 +10,7 @@
 //! Prints the thread CPU time (stable on a busy machine, where wall time is not) per exited
 //! process and per read: median and minimum of REPS runs of READS reads.
 //!
-//! Usage: cargo run --release -p pkprof-recording --example per_exit -- [EXITS] [--exited-only]
+//! Usage: cargo run --release -p pkprof --example per_exit -- [EXITS] [--exited-only]
 
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
@@ -246,7 +246,13 @@ fn main() {
     for a in std::env::args().skip(1) {
         match a.as_str() {
             "--exited-only" => exited_only = true,
-            n => exits = n.parse().expect("EXITS: a number of processes a read"),
+            n => match n.parse() {
+                Ok(e) if e > 0 => exits = e,
+                _ => {
+                    eprintln!("per_exit: EXITS must be a number of processes a read, at least 1");
+                    std::process::exit(2);
+                }
+            },
         }
     }
     let mut runs: Vec<u64> = (0..REPS).map(|_| run(exits, exited_only)).collect();
