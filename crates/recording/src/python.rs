@@ -61,21 +61,32 @@ impl Default for Python {
     }
 }
 
+/// Adds `line` unless it is there: a process is looked at again after its exec record, which the
+/// ring may deliver after samples of the new image had it detected already (the same image found
+/// twice is one line).
+fn said_once(lines: &mut Vec<String>, line: String) {
+    if !lines.contains(&line) {
+        lines.push(line);
+    }
+}
+
 impl Python {
     /// Remembers what `detect` found for `pid`; returns the layout to hand to the kernel side.
     pub fn found(&mut self, pid: u32, d: PyDetect) -> Option<&PyLayout> {
         let layout = match d {
             PyDetect::NotPython => None,
             PyDetect::Unsupported { version, binary } => {
-                self.stats
-                    .unsupported
-                    .push(format!("pid {pid}: {binary} {version}"));
+                said_once(
+                    &mut self.stats.unsupported,
+                    format!("pid {pid}: {binary} {version}"),
+                );
                 None
             }
             PyDetect::Found(l) => {
-                self.stats
-                    .found
-                    .push(format!("pid {pid}: {} {}", l.binary, l.version_string()));
+                said_once(
+                    &mut self.stats.found,
+                    format!("pid {pid}: {} {}", l.binary, l.version_string()),
+                );
                 Some(l)
             }
         };
@@ -216,7 +227,30 @@ pub fn splice<F: Copy>(
 
 #[cfg(test)]
 mod tests {
-    use super::splice;
+    use super::{splice, Python};
+    use pkprof_symbolize::python::PyDetect;
+
+    /// A process detected again after its exec record (the same image) is said once; another
+    /// process of the same binary has its own line.
+    #[test]
+    fn an_image_found_twice_is_said_once() {
+        let mut py = Python::default();
+        let unsupported = || PyDetect::Unsupported {
+            version: "3.10".into(),
+            binary: "libpython3.10.so.1.0".into(),
+        };
+        py.found(7, unsupported());
+        py.forget(7); // the exec record, read after samples of the new image
+        py.found(7, unsupported());
+        py.found(8, unsupported());
+        assert_eq!(
+            py.stats.unsupported,
+            [
+                "pid 7: libpython3.10.so.1.0 3.10",
+                "pid 8: libpython3.10.so.1.0 3.10"
+            ]
+        );
+    }
 
     /// Native frames are numbers, the loop frames 100+; Python frames letters as numbers 200+.
     fn run(native: &[u32], python: &[(u32, bool)]) -> (Vec<u32>, bool) {
