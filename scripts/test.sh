@@ -24,8 +24,8 @@ cargo test --workspace --locked --no-fail-fast --lib --bins --tests -- --include
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole suite (cargo prints one per test binary, the last often empty).
-# A test binary that died (a signal, an abort) prints no result line: cargo's "error: test
-# failed" for it is counted apart, so the line never says "0 failed" for a red suite.
+# Cargo's "error: test failed" line of each failing test binary is counted too: one that died
+# (a signal, an abort) prints no result line, and the suite line must not say "0 failed" then.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;?$/) p += $i; if ($(i+1) ~ /^failed;?$/) f += $i } }
      /^error: test failed/ { b++ }
      END { printf "suite: %d passed, %d failed", p, f; if (b) printf "; %d test binaries failed", b; printf "\n" }' "$log"

@@ -90,10 +90,10 @@ fn same_process<'a>(now: &ProcessInfo, before: Option<&'a ProcessInfo>) -> Optio
     before.filter(|b| b.task_ns <= now.task_ns)
 }
 
-/// The window's own and served CPU of `now` (`sub_process` takes them from here), without a
-/// copy.
-fn window_cpu_ns(now: &ProcessInfo, before: Option<&ProcessInfo>) -> (u64, u64) {
-    match same_process(now, before) {
+/// The window's own and served CPU of `now`, given its totals at the last window's end (`same`,
+/// from `same_process`), without a copy.
+fn window_cpu_ns(now: &ProcessInfo, same: Option<&ProcessInfo>) -> (u64, u64) {
+    match same {
         Some(b) => (
             now.task_ns - b.task_ns,
             now.served_ns.saturating_sub(b.served_ns),
@@ -102,11 +102,12 @@ fn window_cpu_ns(now: &ProcessInfo, before: Option<&ProcessInfo>) -> (u64, u64) 
     }
 }
 
-fn sub_process(now: &ProcessInfo, before: Option<&ProcessInfo>) -> ProcessInfo {
-    let Some(b) = same_process(now, before) else {
+/// `now`'s figures for the window, given its totals at the last window's end (`same`).
+fn sub_process(now: &ProcessInfo, same: Option<&ProcessInfo>) -> ProcessInfo {
+    let (task_ns, served_ns) = window_cpu_ns(now, same);
+    let Some(b) = same else {
         return now.clone();
     };
-    let (task_ns, served_ns) = window_cpu_ns(now, before);
     ProcessInfo {
         task_ns,
         user_ns: now.user_ns.saturating_sub(b.user_ns),
@@ -162,10 +163,10 @@ impl Deltas {
         let mut kept: Vec<(Reverse<u64>, u32, &ProcessInfo, Option<&ProcessInfo>)> = (totals
             .values())
         .filter_map(|p| {
-            let before = self.processes.get(&p.pid);
-            let (task, served) = window_cpu_ns(p, before);
+            let same = same_process(p, self.processes.get(&p.pid));
+            let (task, served) = window_cpu_ns(p, same);
             let busy = Reverse(task.saturating_add(served));
-            (task + served > 0 || sampled(p.pid)).then_some((busy, p.pid, p, before))
+            (task + served > 0 || sampled(p.pid)).then_some((busy, p.pid, p, same))
         })
         .collect();
         let left_out = kept.len().saturating_sub(max);
@@ -177,7 +178,7 @@ impl Deltas {
             kept.sort_unstable_by_key(|k| k.1);
         }
         let out: Vec<ProcessInfo> = (kept.into_iter())
-            .map(|(_, _, p, before)| sub_process(p, before))
+            .map(|(_, _, p, same)| sub_process(p, same))
             .collect();
         self.processes = totals
             .values()

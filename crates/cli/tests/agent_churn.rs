@@ -83,17 +83,9 @@ fn agent_stays_bounded_under_process_churn() {
     let original = std::fs::read(build_workload("hot_split")).unwrap();
 
     let (store, sock) = (tmp.join("store"), tmp.join("agent.sock"));
+    let (store_s, sock_s) = (store.to_str().unwrap(), sock.to_str().unwrap());
     let agent = Agent::start(&[
-        "--window".as_ref(),
-        "1s".as_ref(),
-        "-F".as_ref(),
-        "199".as_ref(),
-        "--listen".as_ref(),
-        "".as_ref(),
-        "--store".as_ref(),
-        store.as_os_str(),
-        "--socket".as_ref(),
-        sock.as_os_str(),
+        "--window", "1s", "-F", "199", "--listen", "", "--store", store_s, "--socket", sock_s,
     ]);
     let pid = agent.pid();
     agent.wait_started(Duration::from_secs(60));
@@ -217,17 +209,9 @@ fn agent_metrics_stay_monotonic_under_churn() {
         tmp.join("agent.sock"),
         format!("127.0.0.1:{port}"),
     );
+    let (store_s, sock_s) = (store.to_str().unwrap(), sock.to_str().unwrap());
     let agent = Agent::start(&[
-        "--window".as_ref(),
-        "1s".as_ref(),
-        "-F".as_ref(),
-        "19".as_ref(),
-        "--listen".as_ref(),
-        listen.as_ref(),
-        "--store".as_ref(),
-        store.as_os_str(),
-        "--socket".as_ref(),
-        sock.as_os_str(),
+        "--window", "1s", "-F", "19", "--listen", &listen, "--store", store_s, "--socket", sock_s,
     ]);
     agent.wait_started(Duration::from_secs(60));
 

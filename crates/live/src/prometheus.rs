@@ -88,6 +88,12 @@ fn wall_series(c: &Counters) -> WallSeries {
     v
 }
 
+fn add(sum: &mut WallSeries, v: &WallSeries) {
+    for (s, v) in sum.iter_mut().zip(v) {
+        *s += v;
+    }
+}
+
 fn hold(held: &mut WallSeries, now: &WallSeries) {
     for (h, n) in held.iter_mut().zip(now) {
         *h = (*h).max(*n);
@@ -307,21 +313,23 @@ impl Exposition {
         }
         self.assign_slots(&frame);
         let id = |r: &Row| r.tid.unwrap_or(r.pid);
-        let mut other = self.frozen;
+        // Only `other`'s wall classes are held here (the rest of `other` is summed at a scrape):
+        // the classes of a sum are the sums of the classes.
+        let mut other = wall_series(&self.frozen);
         for r in &frame.rows {
             let Some(m) = self.members.get_mut(&id(r)) else {
-                other.add(&r.total);
+                add(&mut other, &wall_series(&r.total));
                 continue;
             };
+            let own = wall_series(&m.own(&r.total));
             if m.exported {
-                let own = wall_series(&m.own(&r.total));
                 note_other_fns(r, m);
                 hold(&mut m.wall_held, &own);
             } else {
-                other.add(&m.own(&r.total));
+                add(&mut other, &own);
             }
         }
-        hold(&mut self.other_wall_held, &wall_series(&other));
+        hold(&mut self.other_wall_held, &other);
         // Every member is shown now.
         self.frames += 1;
         self.frame = Some(frame);

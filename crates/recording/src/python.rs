@@ -227,8 +227,7 @@ pub fn splice<F: Copy>(
 
 #[cfg(test)]
 mod tests {
-    use super::{splice, Python};
-    use pkprof_symbolize::python::PyDetect;
+    use super::{splice, PyDetect, Python};
 
     /// A process detected again after its exec record (the same image) is said once; another
     /// process of the same binary has its own line.
