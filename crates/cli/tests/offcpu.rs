@@ -235,6 +235,133 @@ fn blocked_time_per_stack_agrees_with_offcputime() {
     }
 }
 
+/// One `record --off-cpu --off-cpu-period 0` of offcpu_mix (ROUNDS rounds), with `env` on the
+/// workload and `rec_env` on pkprof: (its start-up line, its summary, `report --kind off` folded).
+fn record_offcpu_mix(
+    name: &str,
+    rounds: &str,
+    env: &[(&str, &str)],
+    rec_env: &[(&str, &str)],
+) -> (String, String, String) {
+    let bin = build_workload("offcpu_mix");
+    let mut c = cmd(&bin, &[rounds]);
+    c.envs(env.iter().copied());
+    let mut w = Proc::spawn(c);
+    w.expect("ready", Duration::from_secs(5));
+    let pid = w.pid().to_string();
+    let profile = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.pkprof"));
+    let mut rec = Command::new(pkprof_bin())
+        .args([
+            "record",
+            "--off-cpu",
+            "--off-cpu-period",
+            "0",
+            "-p",
+            &pid,
+            "-o",
+        ])
+        .arg(&profile)
+        .envs(rec_env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start pkprof record");
+    let lines = echo_stderr(&mut rec, "record: ");
+    let start = loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("pkprof record attached");
+        if line.contains("recording at") {
+            break line;
+        }
+    };
+    w.send_line("go");
+    w.expect("done", Duration::from_secs(30));
+    w.wait(Duration::from_secs(5));
+    let out = rec
+        .wait_with_output()
+        .expect("pkprof record exits with its target");
+    assert!(out.status.success(), "pkprof record: {}", out.status);
+    let summary = String::from_utf8_lossy(&out.stdout).into_owned();
+    let folded = run_with_timeout(
+        Command::new(pkprof_bin())
+            .args(["report", "--kind", "off", "--format", "folded"])
+            .arg(&profile),
+        Duration::from_secs(60),
+    );
+    assert!(folded.status.success(), "report: {folded:?}");
+    (
+        start,
+        summary,
+        String::from_utf8_lossy(&folded.stdout).into_owned(),
+    )
+}
+
+/// Each way the kernel side can take a blocked thread's user stack as its call returns
+/// (record/offcpu.bpf.h, enum pkprof_offcpu_ustack) finds the user function every block came
+/// from: the way this kernel offers (a task work, else rseq's return to user mode), and the
+/// `sys_exit` program (with `rseq:rseq_update` hidden, as on a kernel without it). Where the way
+/// is rseq's, threads without an rseq area (glibc's `glibc.pthread.rseq=0`) run no rseq_update:
+/// their samples are counted (`no rseq`), keep their kernel stacks and their time, and carry no
+/// user stack rather than a wrong one.
+#[test]
+#[ignore = "needs root and BPF"]
+fn user_stacks_taken_each_way() {
+    let no_rseq = |summary: &str| {
+        let line = summary
+            .lines()
+            .find(|l| l.starts_with("off-cpu:"))
+            .unwrap_or_else(|| panic!("no off-cpu line in the summary:\n{summary}"));
+        number_after(line, "no rseq ").unwrap_or_else(|| panic!("no `no rseq` count: {line}"))
+    };
+    let funcs_found = |folded: &str| {
+        let (per_func, _) = parse_folded(folded);
+        FUNCS
+            .iter()
+            .filter(|f| per_func.get(**f).is_some_and(|us| *us > 0))
+            .count()
+    };
+    let (native, summary, folded) = record_offcpu_mix("offcpu_native", "15", &[], &[]);
+    eprintln!("{native}");
+    assert_eq!(funcs_found(&folded), FUNCS.len(), "{native}\n{folded}");
+    assert_eq!(no_rseq(&summary), 0.0, "{summary}");
+
+    let hidden = [("PKPROF_TEST_HIDE_TRACEPOINTS", "rseq:rseq_update")];
+    let (start, summary, folded) = record_offcpu_mix("offcpu_sys_exit", "15", &[], &hidden);
+    if !native.contains("in a task work") {
+        assert!(start.contains("at syscall exit"), "{start}");
+    }
+    assert_eq!(funcs_found(&folded), FUNCS.len(), "{start}\n{folded}");
+    assert_eq!(no_rseq(&summary), 0.0, "{summary}");
+
+    if !native.contains("at rseq's return") {
+        eprintln!(
+            "user stacks are not taken at rseq's return here: no thread without rseq to test"
+        );
+        return;
+    }
+    let off = [("GLIBC_TUNABLES", "glibc.pthread.rseq=0")];
+    let (start, summary, folded) = record_offcpu_mix("offcpu_no_rseq", "15", &off, &[]);
+    assert!(start.contains("at rseq's return"), "{start}");
+    assert!(no_rseq(&summary) > 0.0, "{summary}");
+    assert_eq!(
+        funcs_found(&folded),
+        0,
+        "a user stack without rseq:\n{folded}"
+    );
+    let sleeps_us: u64 = folded
+        .lines()
+        .filter(|l| l.contains("do_nanosleep") || l.contains("hrtimer_nanosleep"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum();
+    // 15 rounds: the sleeper's 30 naps of 20 ms, the writer's 15 paces of 30 ms.
+    assert!(
+        sleeps_us >= 600_000,
+        "the kernel stacks of the sleeps are kept: {sleeps_us} µs\n{folded}"
+    );
+}
+
 /// The number after `label` in `text` (`label` ends where the number starts).
 fn number_after(text: &str, label: &str) -> Option<f64> {
     let rest = &text[text.find(label)? + label.len()..];

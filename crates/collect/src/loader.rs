@@ -14,7 +14,9 @@ use crate::clock::monotonic_ns;
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
 use crate::record::{perf, uprobes, RecordConfig};
-use crate::skel::types::{pkprof_defaults as Defaults, pkprof_syscall_nr};
+use crate::skel::types::{
+    pkprof_defaults as Defaults, pkprof_offcpu_ustack as OffCpuUstack, pkprof_syscall_nr,
+};
 
 /// A syscall number no call has (pkprof.h: a call this architecture lacks).
 const NO_SYSCALL: u32 = pkprof_syscall_nr::PKPROF_NO_SYSCALL.0;
@@ -90,6 +92,8 @@ pub struct Collector {
     /// The chains running, and those a missing tracepoint turned off.
     pub(crate) chains: Vec<&'static Chain>,
     chains_off: Vec<ChainOff>,
+    /// record --off-cpu: how a chosen block's user stack is taken (None without --off-cpu).
+    offcpu_ustack: Option<OffCpuUstack>,
 }
 
 /// Attaches the sampling program to a cpu-clock event on every online CPU, and the uprobes.
@@ -133,6 +137,7 @@ fn attach_plan<'a>(skel: &'a CpuAccountSkel<'static>, chains: &[&Chain]) -> Atta
         &p.on_target_free,
         &p.on_offcpu_waking,
         &p.on_offcpu_sys_exit,
+        &p.on_offcpu_rseq_update,
         &p.on_offcpu_exit,
     ];
     for chain in chains {
@@ -174,11 +179,26 @@ impl Collector {
             None
         };
         let cpus = skeleton::possible_cpus("cpu_account")?;
-        // record --off-cpu takes a chosen sample's user stack in a task work queued for its thread
-        // (Linux >= 6.18), else in a program on every syscall exit (record/offcpu.bpf.h).
+        // record --off-cpu takes a chosen sample's user stack as its call returns: in a task work
+        // queued for its thread (Linux >= 6.18), else at rseq's return to user mode, else in a
+        // program on every syscall exit (record/offcpu.bpf.h).
         let off_cpu = options.record.as_ref().is_some_and(|r| r.off_cpu.is_some());
-        let task_work = off_cpu && preflight::kernel_has_name("bpf_task_work_schedule_resume_impl");
-        let configure = |open: &mut crate::skel::OpenCpuAccountSkel<'static>, task_work: bool| {
+        let without_task_work = if off_cpu
+            && index.has("rseq", "rseq_update")
+            && preflight::kernel_task_rseq_is_pointer()
+        {
+            OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ
+        } else {
+            OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT
+        };
+        let ustack = if off_cpu && preflight::kernel_has_name("bpf_task_work_schedule_resume_impl")
+        {
+            OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK
+        } else {
+            without_task_work
+        };
+        let configure = |open: &mut crate::skel::OpenCpuAccountSkel<'static>,
+                         ustack: OffCpuUstack| {
             if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
                 ro.split_modes = options.syscalls;
                 ro.tag_expire_ns = options.tag_expire_ns;
@@ -206,7 +226,7 @@ impl Collector {
                         ro.off_cpu_all = off.all;
                         ro.off_cpu_period_ns = off.period_ns;
                         ro.wake_chain_depth = off.wake_chain;
-                        ro.offcpu_task_work = task_work;
+                        ro.offcpu_ustack = ustack;
                         ro.off_cpu_max_rate = off.max_rate;
                     }
                 }
@@ -234,7 +254,12 @@ impl Collector {
             progs.on_target_free.set_autoload(recording);
             progs.on_func_entry.set_autoload(counting);
             progs.on_offcpu_waking.set_autoload(off_cpu);
-            progs.on_offcpu_sys_exit.set_autoload(off_cpu && !task_work);
+            progs
+                .on_offcpu_sys_exit
+                .set_autoload(off_cpu && ustack == OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT);
+            progs
+                .on_offcpu_rseq_update
+                .set_autoload(off_cpu && ustack == OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ);
             progs.on_offcpu_exit.set_autoload(off_cpu);
             open.maps.threads.set_max_entries(options.max_threads)?;
             progs.on_sys_enter.set_autoload(options.syscalls);
@@ -252,25 +277,34 @@ impl Collector {
             }
             Ok(())
         };
-        let start = |task_work: bool| {
+        let start = |ustack: OffCpuUstack| {
             skeleton::start(
                 "cpu_account",
                 CpuAccountSkelBuilder::default(),
-                |open| configure(open, task_work),
+                |open| configure(open, ustack),
                 |_| Ok(()),
                 |skel| attach_plan(skel, &chains),
             )
         };
         // A kernel may have the task-work kfunc and still refuse it from a tracepoint program
         // (6.18.44-fc-v1252: "sleepable callback in a program that is not sleepable"): the
-        // off-CPU samples then take their user stacks at syscall exit, as on older kernels.
-        let (mut skel, mut links) = match start(task_work) {
-            Err(CollectError::Load { prog, .. }) if task_work => {
+        // off-CPU samples then take their user stacks as on older kernels.
+        let mut used = ustack;
+        let (mut skel, mut links) = match start(ustack) {
+            Err(CollectError::Load { prog, .. })
+                if ustack == OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK =>
+            {
                 tracing::info!(
                     "the kernel refused {prog} with off-CPU task works; \
-                     taking off-CPU user stacks at syscall exit instead"
+                     taking off-CPU user stacks {} instead",
+                    if without_task_work == OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ {
+                        "at rseq's return to user mode"
+                    } else {
+                        "at syscall exit"
+                    }
                 );
-                start(false)?
+                used = without_task_work;
+                start(without_task_work)?
             }
             started => started?,
         };
@@ -298,6 +332,7 @@ impl Collector {
             flush_warned: false,
             chains,
             chains_off,
+            offcpu_ustack: off_cpu.then_some(used),
         })
     }
 
@@ -308,6 +343,15 @@ impl Collector {
             perf::set_enabled(*fd, on)?;
         }
         Ok(())
+    }
+
+    /// record --off-cpu: where a chosen block's user stack is taken, in words (None without it).
+    pub fn offcpu_user_stacks(&self) -> Option<&'static str> {
+        self.offcpu_ustack.map(|u| match u {
+            OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK => "in a task work",
+            OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ => "at rseq's return to user mode",
+            _ => "at syscall exit",
+        })
     }
 
     /// The chains a missing tracepoint turned off at start (each says what goes unattributed).

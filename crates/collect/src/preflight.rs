@@ -160,6 +160,24 @@ pub fn kernel_has_name(name: &str) -> bool {
     vmlinux_btf_names().contains(&format!("\0{name}\0"))
 }
 
+/// Whether the kernel's `task_struct` has `rseq` as a pointer (CONFIG_RSEQ): what
+/// record/offcpu.bpf.h reads to know that a thread's returns to user mode run `rseq_update`.
+pub fn kernel_task_rseq_is_pointer() -> bool {
+    use libbpf_rs::btf::{types::Struct, Btf, BtfKind, BtfType};
+    let Ok(btf) = Btf::from_vmlinux() else {
+        return false;
+    };
+    let Some(task) = btf.type_by_name::<Struct>("task_struct") else {
+        return false;
+    };
+    let pointer = task
+        .iter()
+        .filter(|m| m.name.is_some_and(|n| n == "rseq"))
+        .filter_map(|m| btf.type_by_id::<BtfType>(m.ty))
+        .any(|t| t.skip_mods_and_typedefs().kind() == BtfKind::Ptr);
+    pointer
+}
+
 /// The string section of the kernel's BTF, NUL-separated and NUL-framed, for name look-ups.
 /// (A plain scan suffices here: we only ask whether a name exists.)
 fn vmlinux_btf_names() -> String {

@@ -526,6 +526,9 @@ pub struct OffCpuCounts {
     pub period_raised: u64,
     /// Run time of the task works that took user stacks (not in the BPF programs' stats).
     pub task_work_ns: u64,
+    /// Samples without a user stack: taken at rseq's return to user mode, and the thread had
+    /// no rseq area.
+    pub no_rseq: u64,
 }
 
 /// One entry of a wake chain: who woke the thread (entry 0) or woke the entry before.

@@ -148,10 +148,14 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
         unwind_memory_bytes: (opts.unwind_memory_mib as usize) << 20,
     }));
     eprintln!(
-        "pkprof: recording at {} Hz{}; Ctrl-C stops",
+        "pkprof: recording at {} Hz{}{}; Ctrl-C stops",
         opts.frequency_hz,
         opts.duration
             .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
+            .unwrap_or_default(),
+        collector
+            .offcpu_user_stacks()
+            .map(|w| format!("; off-CPU user stacks {w}"))
             .unwrap_or_default()
     );
     let mut stop = StopWhen {
@@ -248,6 +252,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             chain_truncated: n.chain_truncated,
             period_raised: n.period_raised,
             task_work_ns: n.task_work_ns,
+            no_rseq: n.no_rseq,
         },
         groups: Vec::new(),
     });

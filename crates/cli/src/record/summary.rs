@@ -81,7 +81,7 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
         let c = &o.counts;
         let _ = writeln!(
             out,
-            "off-cpu:   {samples} samples for {:.3} s blocked, of {} blocks ({} chosen at a {} µs period, doubled {} times at {}/s per CPU); lost: ring buffer full {}, not followed {}; without user stack (exited) {}; wake chains cut at {} {}; task works {:.3} ms",
+            "off-cpu:   {samples} samples for {:.3} s blocked, of {} blocks ({} chosen at a {} µs period, doubled {} times at {}/s per CPU); lost: ring buffer full {}, not followed {}; without user stack: exited {}, no rseq {}; wake chains cut at {} {}; task works {:.3} ms",
             ns as f64 / 1e9,
             c.blocks,
             c.chosen,
@@ -91,6 +91,7 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
             c.ring_full,
             c.no_storage,
             c.exited_pending,
+            c.no_rseq,
             o.wake_chain,
             c.chain_truncated,
             c.task_work_ns as f64 / 1e6,

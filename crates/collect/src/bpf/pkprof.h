@@ -581,6 +581,21 @@ enum pkprof_offcpu_defaults {
 	PKPROF_DEFAULT_OFFCPU_MAX_RATE = 200,
 };
 
+/*
+ * Where record --off-cpu takes a chosen block's user stack, in the blocked thread's own context as
+ * its call returns (record/offcpu.bpf.h); the loader picks the first the kernel offers.
+ */
+enum pkprof_offcpu_ustack {
+	/* A task work queued for the chosen thread alone (bpf_task_work_schedule_resume, Linux >= 6.18,
+	 * where the verifier accepts it from a tracepoint program). */
+	PKPROF_OFFCPU_USTACK_TASK_WORK = 0,
+	/* rseq:rseq_update, which runs as a thread with an rseq area (glibc >= 2.35 registers one
+	 * for every thread) returns to user mode after each switch-out: about one run per switch. */
+	PKPROF_OFFCPU_USTACK_RSEQ = 1,
+	/* raw_syscalls:sys_exit: a run at every syscall exit of the system. */
+	PKPROF_OFFCPU_USTACK_SYS_EXIT = 2,
+};
+
 /* Bits of pkprof_waker.flags. */
 enum pkprof_waker_flags {
 	/* The waker had itself been woken and not blocked since: blocked_ns and reason are the
@@ -645,6 +660,8 @@ struct pkprof_offcpu_stats {
 	__u64 period_raised;   /* doublings of a CPU's sampling period at the rate cap */
 	__u64 task_work_ns;    /* run time of the task works that took user stacks (BPF stats
 				* do not see them: they are not a program's runs) */
+	__u64 no_rseq;         /* samples written without a user stack: taken at rseq's return to
+				* user mode (PKPROF_OFFCPU_USTACK_RSEQ), and the thread has no rseq area */
 };
 
 /* Key of `func_counts` (record --count FUNC@BINARY): probe index (attach cookie) and process. */

@@ -96,6 +96,9 @@ pub struct OffCpuCounts {
     pub period_raised: u64,
     /// Run time of the task works that took user stacks (BPF stats do not count them).
     pub task_work_ns: u64,
+    /// Samples written without a user stack: taken at rseq's return to user mode, and their
+    /// thread has no rseq area.
+    pub no_rseq: u64,
 }
 
 /// `--count FUNC@BINARY`.
@@ -259,6 +262,7 @@ impl Collector {
             n.chain_truncated += s.chain_truncated;
             n.period_raised += s.period_raised;
             n.task_work_ns += s.task_work_ns;
+            n.no_rseq += s.no_rseq;
         }
         Ok(n)
     }

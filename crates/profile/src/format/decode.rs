@@ -350,6 +350,7 @@ fn off_cpu(o: proto::OffCpu, stacks: usize, strings: &Strings) -> Result<OffCpu,
             chain_truncated: o.chain_truncated,
             period_raised: o.period_raised,
             task_work_ns: o.task_work_ns,
+            no_rseq: o.no_rseq,
         },
         groups,
     })

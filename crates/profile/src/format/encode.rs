@@ -301,6 +301,7 @@ fn off_cpu<'a>(o: &'a OffCpu, strings: &mut Strings<'a>) -> proto::OffCpu {
         max_rate: o.max_rate,
         period_raised: c.period_raised,
         task_work_ns: c.task_work_ns,
+        no_rseq: c.no_rseq,
     }
 }
 

@@ -407,6 +407,7 @@ fn with_off_cpu() -> Profile {
                 chain_truncated: 5,
                 period_raised: 6,
                 task_work_ns: 7,
+                no_rseq: 8,
             },
             groups: vec![
                 OffCpuGroup {

@@ -16,9 +16,11 @@
  * kernel stack at its switch-in (bpf_get_task_stack: it is unchanged while the thread sleeps),
  * and its user stack in its own context when the blocking call returns (the user registers and
  * stack are still those it blocked with), or when it blocks again first. "When the call returns"
- * is a task work queued for the chosen thread alone at its switch-in (bpf_task_work_schedule_resume,
- * Linux >= 6.18: it runs as the thread returns to user mode), so that nothing runs at the other
- * syscall exits of the system; on older kernels a sys_exit program takes its place.
+ * is, by what the kernel offers (enum pkprof_offcpu_ustack): a task work queued for the chosen
+ * thread alone at its switch-in (bpf_task_work_schedule_resume, Linux >= 6.18: it runs as the
+ * thread returns to user mode); else rseq:rseq_update, which the kernel runs as a thread with an
+ * rseq area returns to user mode after a switch-out (about one run per switch, not per syscall);
+ * else a sys_exit program, at every syscall exit of the system.
  */
 #ifndef PKPROF_RECORD_OFFCPU_BPF_H
 #define PKPROF_RECORD_OFFCPU_BPF_H
@@ -39,8 +41,9 @@ const volatile __u64 off_cpu_period_ns = PKPROF_DEFAULT_OFFCPU_PERIOD_US * 1000U
 const volatile __u32 wake_chain_depth = PKPROF_DEFAULT_WAKE_CHAIN;
 /* Chosen samples a second per CPU before its period is raised (0: never raised). */
 const volatile __u32 off_cpu_max_rate = PKPROF_DEFAULT_OFFCPU_MAX_RATE;
-/* Set by the loader when the kernel has bpf_task_work_schedule_resume (else: on_offcpu_sys_exit). */
-const volatile bool offcpu_task_work = false;
+/* How a chosen block's user stack is taken (set by the loader). */
+const volatile enum pkprof_offcpu_ustack offcpu_ustack = PKPROF_OFFCPU_USTACK_SYS_EXIT;
+#define offcpu_task_work (offcpu_ustack == PKPROF_OFFCPU_USTACK_TASK_WORK)
 
 /* Linux >= 6.18; weak: unresolved (and never reached, offcpu_task_work false) on older kernels. */
 extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
@@ -54,6 +57,7 @@ struct pkprof_offcpu pkprof_offcpu_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_block_reason pkprof_block_reason_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_offcpu_defaults pkprof_offcpu_defaults_btf_anchor SEC(".data.btf_anchor");
 enum pkprof_waker_flags pkprof_waker_flags_btf_anchor SEC(".data.btf_anchor");
+enum pkprof_offcpu_ustack pkprof_offcpu_ustack_btf_anchor SEC(".data.btf_anchor");
 
 /* Where a thread stands (offcpu_task.state). */
 enum offcpu_state {
@@ -124,7 +128,8 @@ struct {
 
 /*
  * The thread switched in on this CPU with a sample waiting for its user stack (0: none), so that
- * every syscall exit of the system costs one per-CPU load, not a task storage lookup. Valid from
+ * every syscall exit (or rseq return) of the system costs one per-CPU load, not a task storage
+ * lookup. Valid from
  * its switch-in until its call returns or it leaves the CPU (where a waiting sample is written):
  * it cannot change CPU in between.
  */
@@ -426,6 +431,22 @@ static __always_inline void offcpu_waking(void *ctx, struct task_struct *p)
 						       BPF_F_USER_STACK);
 }
 
+/* task_struct.rseq as a pointer (CONFIG_RSEQ); a kernel whose field has another shape does not
+ * match it, and the loader does not pick PKPROF_OFFCPU_USTACK_RSEQ there. */
+struct task_struct___rseq {
+	void *rseq;
+} __attribute__((preserve_access_index));
+
+/* Whether t registered an rseq area: its returns to user mode after a switch run rseq_update. */
+static __always_inline bool offcpu_has_rseq(struct task_struct *t)
+{
+	struct task_struct___rseq *r = (void *)t;
+
+	if (!bpf_core_field_exists(r->rseq))
+		return false;
+	return BPF_CORE_READ(r, rseq) != NULL;
+}
+
 /*
  * The core's sched_switch, after its own work: prev leaves (state: its sleeping state, 0 when it
  * stays runnable), next comes in.
@@ -441,8 +462,8 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 
 	if (!off_cpu)
 		return;
-	/* A preempted thread with a sample waiting keeps it for its task work (the sys_exit
-	 * fallback writes it now: the per-CPU arming does not follow the thread). */
+	/* A preempted thread with a sample waiting keeps it for its task work (the rseq and
+	 * sys_exit ways write it now: the per-CPU arming does not follow the thread). */
 	if (prev->pid && (state || !offcpu_task_work)) {
 		t = bpf_task_storage_get(&offcpu_tasks, prev, NULL,
 					 state ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
@@ -549,15 +570,19 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 			if (n)
 				n->no_storage++;
 		}
-	} else if (t->in_syscall) {
+	} else if (t->in_syscall &&
+		   (offcpu_ustack != PKPROF_OFFCPU_USTACK_RSEQ || offcpu_has_rseq(next))) {
 		__u32 zero = 0, *armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
 
-		t->state = OFF_PENDING; /* the user stack, at its return (offcpu_sys_exit) */
+		t->state = OFF_PENDING; /* the user stack, at its return (offcpu_user_return) */
 		if (armed)
 			*armed = next->pid;
 	} else {
-		/* Blocked outside a call (a page fault): its user registers are not at hand now;
-		 * written without a user stack. */
+		/* Blocked outside a call (a page fault), or its return to user mode runs no
+		 * rseq_update: its user registers are not at hand now; written without a user
+		 * stack. */
+		if (t->in_syscall && n)
+			n->no_rseq++;
 		__u32 cpu = bpf_get_smp_processor_id();
 		struct pkprof_offcpu_buf *buf = bpf_map_lookup_elem(&offcpu_scratch, &cpu);
 
@@ -572,8 +597,9 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	}
 }
 
-/* sys_exit of the current thread: a pending sample takes its user stack now. */
-static __always_inline void offcpu_sys_exit(struct pt_regs *regs)
+/* The current thread returns from its call (sys_exit, or rseq_update on its way to user mode):
+ * a pending sample takes its user stack now. */
+static __always_inline void offcpu_user_return(struct pt_regs *regs)
 {
 	__u32 zero = 0, *armed;
 	struct task_struct *cur;
@@ -614,7 +640,16 @@ static __always_inline void offcpu_exit(void)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_offcpu_sys_exit, struct pt_regs *regs, long ret)
 {
-	offcpu_sys_exit(regs);
+	offcpu_user_return(regs);
+	return 0;
+}
+
+/* Runs as a thread with an rseq area returns to user mode after a switch-out (or a signal, a
+ * migration), before any signal frame is set up: its user registers are the saved ones. */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(on_offcpu_rseq_update, struct task_struct *t)
+{
+	offcpu_user_return((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
 	return 0;
 }
 
