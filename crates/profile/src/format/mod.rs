@@ -67,7 +67,9 @@ pub fn write_profile_with<W: Write>(
         Compression::None => (Compression::None, raw),
         Compression::Gzip => {
             let out = Vec::with_capacity(raw.len() / 4);
-            let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+            // Level 1: an agent's 10 s window (252 KB raw) took 3.0 ms and 102.9 KB against
+            // 8.8 ms and 100.0 KB at the default level 6 (the agent writes one every window).
+            let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
             gz.write_all(&raw).map_err(FormatError::io)?;
             let gz = gz.finish().map_err(FormatError::io)?;
             if raw_len > MAX_EXPANSION * gz.len() as u64 {
