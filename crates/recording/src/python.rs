@@ -43,6 +43,10 @@ pub struct Python {
     /// Look for CPython at all (`record --no-python`: no).
     pub enabled: bool,
     layouts: HashMap<u32, Option<PyLayout>>,
+    /// Processes found not Python, with their captured maps' generation then: a process whose
+    /// first sample came before ld.so mapped its libpython is looked at again once its maps
+    /// change (`look_again`).
+    not_python: HashMap<u32, u64>,
     codes: HashMap<(u32, u64), Option<CodeInfo>>,
     pub stats: PythonStats,
     /// Name frames with their source line (`record --lines`).
@@ -54,6 +58,7 @@ impl Default for Python {
         Python {
             enabled: true,
             layouts: HashMap::new(),
+            not_python: HashMap::new(),
             codes: HashMap::new(),
             stats: PythonStats::default(),
             lines: false,
@@ -71,10 +76,17 @@ fn said_once(lines: &mut Vec<String>, line: String) {
 }
 
 impl Python {
-    /// Remembers what `detect` found for `pid`; returns the layout to hand to the kernel side.
-    pub fn found(&mut self, pid: u32, d: PyDetect) -> Option<&PyLayout> {
+    /// Remembers what `detect` found for `pid` with its maps at `generation`; returns the
+    /// layout to hand to the kernel side.
+    pub fn found(&mut self, pid: u32, d: PyDetect, generation: Option<u64>) -> Option<&PyLayout> {
+        self.not_python.remove(&pid);
         let layout = match d {
-            PyDetect::NotPython => None,
+            PyDetect::NotPython => {
+                if let Some(g) = generation {
+                    self.not_python.insert(pid, g);
+                }
+                None
+            }
             PyDetect::Unsupported { version, binary } => {
                 said_once(
                     &mut self.stats.unsupported,
@@ -98,12 +110,19 @@ impl Python {
     /// another process, another interpreter).
     pub fn forget(&mut self, pid: u32) {
         self.layouts.remove(&pid);
+        self.not_python.remove(&pid);
         self.codes.retain(|(p, _), _| *p != pid);
     }
 
     /// Whether `pid` was looked at already.
     pub fn known(&self, pid: u32) -> bool {
         self.layouts.contains_key(&pid)
+    }
+
+    /// Whether `pid`, found not Python, has other maps now (`generation`): code mapped since,
+    /// such as the libpython that ld.so maps after the exec, may make it one.
+    pub fn look_again(&self, pid: u32, generation: Option<u64>) -> bool {
+        matches!((self.not_python.get(&pid), generation), (Some(then), Some(now)) if *then != now)
     }
 
     pub fn layout(&self, pid: u32) -> Option<&PyLayout> {
@@ -238,10 +257,10 @@ mod tests {
             version: "3.10".into(),
             binary: "libpython3.10.so.1.0".into(),
         };
-        py.found(7, unsupported());
+        py.found(7, unsupported(), None);
         py.forget(7); // the exec record, read after samples of the new image
-        py.found(7, unsupported());
-        py.found(8, unsupported());
+        py.found(7, unsupported(), None);
+        py.found(8, unsupported(), None);
         assert_eq!(
             py.stats.unsupported,
             [

@@ -494,6 +494,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
                     self.maps.ensure_mapped(pid, *addr);
                 }
             }
+            self.find_python(pid); // its maps may have changed
         } else {
             self.rec.maps_missing += 1;
         }
@@ -518,6 +519,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             if self.captures.get(&s.cur_pid) == Some(&true) {
                 self.maps
                     .ensure_code_mapped(s.cur_pid, addr.saturating_sub(1));
+                self.find_python(s.cur_pid);
             }
         }
         s.ustack = unwound.frames;
@@ -535,13 +537,19 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         // `fib_depth_debian_3_11` with 0 of 200 samples at the right depth).
     }
 
-    /// Looks for a CPython in `pid` once per image, and hands what it found to the kernel side.
+    /// Looks for a CPython in `pid` once per image (and again when its maps changed since it was
+    /// found not Python: the exec's first sample can come before ld.so maps libpython), and hands
+    /// what it found to the kernel side.
     fn find_python(&mut self, pid: u32) {
-        if !self.python.enabled || self.python.known(pid) {
+        if !self.python.enabled {
+            return;
+        }
+        let generation = self.maps.maps_generation(pid);
+        if self.python.known(pid) && !self.python.look_again(pid, generation) {
             return;
         }
         let found = self.maps.detect_python(pid);
-        if let Some(layout) = self.python.found(pid, found) {
+        if let Some(layout) = self.python.found(pid, found, generation) {
             match self.kernel.set_python(pid, layout) {
                 Ok(()) => {
                     self.python_in_kernel.insert(pid);

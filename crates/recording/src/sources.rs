@@ -92,7 +92,12 @@ pub trait ProcessMaps {
     /// was captured while it lived can be known (asking `/proc` again at every read of every
     /// exited process cost the agent 5% of its CPU under a fork loop).
     fn exe(&mut self, pid: u32, live: bool) -> Option<String>;
-    /// Whether `pid` runs a CPython pkprof can walk (asked once per process, while it lives).
+    /// Changes whenever `pid`'s captured mappings change (None: not captured, or not followed).
+    fn maps_generation(&self, _pid: u32) -> Option<u64> {
+        None
+    }
+    /// Whether `pid` runs a CPython pkprof can walk (asked at its first sample, and again for
+    /// one found not Python when its maps change: see `maps_generation`).
     fn detect_python(&mut self, _pid: u32) -> PyDetect {
         PyDetect::NotPython
     }

@@ -135,6 +135,21 @@ struct FakeMaps {
     codes: HashMap<u64, CodeInfo>,
     /// The processes `detect_python` was asked about, in order.
     detections: Vec<u32>,
+    /// Each process's maps generation (absent: not captured); an `ensure_*mapped` of a process
+    /// in `mapped_later` bumps it and makes `detect_python` find that (ld.so mapping
+    /// libpython after the exec's first sample).
+    generations: HashMap<u32, u64>,
+    mapped_later: HashMap<u32, PyDetect>,
+}
+
+impl FakeMaps {
+    /// The re-capture of an `ensure_*mapped` finds `mapped_later`'s code, once.
+    fn map_later(&mut self, pid: u32) {
+        if let Some(d) = self.mapped_later.remove(&pid) {
+            self.python.insert(pid, d);
+            *self.generations.entry(pid).or_default() += 1;
+        }
+    }
 }
 
 impl ProcessMaps for FakeMaps {
@@ -145,13 +160,19 @@ impl ProcessMaps for FakeMaps {
         if self.uncapturable.contains(&pid) {
             return Err(format!("process {pid} exited"));
         }
+        *self.generations.entry(pid).or_default() += 1;
         Ok(())
     }
     fn ensure_mapped(&mut self, pid: u32, addr: u64) {
         self.ensured.push((pid, addr, false));
+        self.map_later(pid);
     }
     fn ensure_code_mapped(&mut self, pid: u32, addr: u64) {
         self.ensured.push((pid, addr, true));
+        self.map_later(pid);
+    }
+    fn maps_generation(&self, pid: u32) -> Option<u64> {
+        self.generations.get(&pid).copied()
     }
     fn unwind(
         &mut self,
@@ -1136,6 +1157,39 @@ fn a_process_is_looked_at_again_after_its_exec() {
     record(&mut kernel, &mut maps, TargetSet::Kernel, &[300], false);
     assert_eq!(maps.detections, [300, 300]);
     assert_eq!(maps.captures, [300, 300]);
+}
+
+/// A process found not Python at its first sample is looked at again when its maps change (its
+/// libpython mapped by ld.so after that sample), and not again while they stay as they are.
+#[test]
+fn a_process_is_looked_at_again_when_its_maps_change() {
+    let mut maps = FakeMaps {
+        mapped_later: HashMap::from([(
+            400,
+            PyDetect::Unsupported {
+                version: "3.10.13".into(),
+                binary: "libpython3.10.so.1.0".into(),
+            },
+        )]),
+        ..FakeMaps::default()
+    };
+    let app = served(400, "py", true);
+    let one = || SampleEvent {
+        ustack: vec![0x1000],
+        ..sample(400, "py", Some(app.clone()))
+    };
+    let mut kernel = FakeKernel::with(vec![samples([one(), one(), one()])]);
+    let rec = record(&mut kernel, &mut maps, TargetSet::Kernel, &[400], false);
+    assert_eq!(maps.detections, [400, 400]);
+    let p = assemble(&rec, &mut FakeSymbols::default());
+    let w = &p.meta.warnings;
+    assert_eq!(
+        w.iter()
+            .filter(|l| l.contains("pid 400: libpython3.10.so.1.0 3.10.13: no structure offsets"))
+            .count(),
+        1,
+        "{w:?}"
+    );
 }
 
 /// Off-CPU samples carry Python frames as cpu-clock samples do: spliced in place of their

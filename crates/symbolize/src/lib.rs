@@ -319,6 +319,11 @@ impl Symbolizer {
         self.processes.get(&pid)?.exe.clone()
     }
 
+    /// Changes whenever the captured mappings of `pid` change (None: not captured).
+    pub fn maps_generation(&self, pid: u32) -> Option<u64> {
+        Some(self.processes.get(&pid)?.generation())
+    }
+
     /// Command name of a captured process (`/proc/PID/comm`).
     pub fn comm(&self, pid: u32) -> Option<String> {
         self.processes.get(&pid)?.comm.clone()

@@ -167,6 +167,10 @@ impl ProcessMaps for Symbolizing {
         self.0.unwind(pid, regs, stack, window_full, fp_chain)
     }
 
+    fn maps_generation(&self, pid: u32) -> Option<u64> {
+        self.0.maps_generation(pid)
+    }
+
     fn detect_python(&mut self, pid: u32) -> PyDetect {
         pkprof_symbolize::python::detect(pid)
     }
