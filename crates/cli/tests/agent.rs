@@ -297,9 +297,16 @@ fn agent_windows_store_control_and_containers() {
     ]);
     let p2 = pkprof_profile::load(&dump2).unwrap();
     assert_eq!(samples_of(&p2, qpid), 0, "sampled while stopped");
+    let qtask = task_ns_of(&p2, qpid);
     assert!(
-        common::rel_err(task_ns_of(&p2, qpid), qcpu) < 0.02,
-        "accounting while stopped"
+        common::rel_err(qtask, qcpu) < 0.02,
+        "accounting while stopped: {qtask} ns in the dump ({}..{} unix ns: {:?}), rusage {qcpu} ns",
+        p2.meta.start_unix_ns,
+        p2.meta.end_unix_ns,
+        p2.processes
+            .iter()
+            .filter(|q| q.pid == qpid)
+            .collect::<Vec<_>>()
     );
     ok(&["ctl", "--socket", sock_s, "start"]);
 
