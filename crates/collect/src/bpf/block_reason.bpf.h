@@ -25,6 +25,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "pkprof.h"
+#include "task_reads.bpf.h"
 
 /* include/linux/sched.h (macros, so not in vmlinux.h). */
 #define PKPROF_TASK_INTERRUPTIBLE 0x0001
@@ -41,28 +42,14 @@
 /* include/linux/socket.h */
 #define PKPROF_AF_UNIX 1
 
-/*
- * What file descriptor `fd` of task t is, as a reason for waiting on it. Every step is a direct
- * load through kernel BTF (no probe-read helper call, which costs tens of ns each at every
- * switch) except the descriptor table's slot, indexed by a run-time value.
- */
+/* What file descriptor `fd` of task t is, as a reason for waiting on it (direct loads only). */
 static __always_inline enum pkprof_block_reason fd_block_reason(struct task_struct *t, long fd)
 {
-	struct files_struct *files = t->files;
-	struct fdtable *fdt;
-	struct file **fds;
-	struct file *slot = NULL, *f;
+	struct file *f = task_fd_file(t, fd);
 	unsigned int mode;
 
-	if (!files || fd < 0)
+	if (!f)
 		return PKPROF_BLOCK_OTHER;
-	fdt = files->fdt;
-	if (!fdt || (unsigned long)fd >= fdt->max_fds)
-		return PKPROF_BLOCK_OTHER;
-	fds = fdt->fd;
-	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fds[fd]) || !slot)
-		return PKPROF_BLOCK_OTHER;
-	f = bpf_core_cast(slot, struct file);
 	mode = f->f_inode->i_mode & PKPROF_S_IFMT;
 	if (mode == PKPROF_S_IFIFO)
 		return PKPROF_BLOCK_IPC;
@@ -134,7 +121,7 @@ static __always_inline enum pkprof_block_reason block_reason(struct task_struct 
 		return PKPROF_BLOCK_OTHER;
 #if defined(__TARGET_ARCH_x86)
 	{
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+		struct pt_regs *regs = task_user_regs(prev);
 		long nr = regs->orig_ax;
 
 		if (nr >= 0)

@@ -60,10 +60,11 @@ struct pkprof_dest {
 PKPROF_CHAINS(PKPROF_CHAIN_HOOKS)
 
 /* An observer (chains/chains.h, PKPROF_OBSERVERS): sees every switch, as the chains' hooks; its
- * switch-out also gets the tracepoint's context (ctx: for the stack at the switch). */
+ * switch-out gets the task leaving (prev, still current: no helper call to find it) and the
+ * tracepoint's context (ctx: for the stack at the switch). */
 #define PKPROF_OBSERVER_HOOKS(name)                                                               \
 	static __always_inline void name##_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, \
-						      __u32 tid, void *ctx);                        \
+						      struct task_struct *prev, void *ctx);         \
 	static __always_inline void name##_switch_in(struct pkprof_cpu *c, struct task_struct *next);
 PKPROF_OBSERVERS(PKPROF_OBSERVER_HOOKS)
 
@@ -417,14 +418,16 @@ static __always_inline void chains_softirq_entry(struct pkprof_cpu *c, unsigned 
 #undef PKPROF_CHAIN_SOFTIRQ
 }
 
-/* Thread tid (entry e, NULL without one) leaves the CPU. */
-static __always_inline void chains_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid,
-					      void *ctx)
+/* Task prev (entry e, NULL without one) leaves the CPU. */
+static __always_inline void chains_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e,
+					      struct task_struct *prev, void *ctx)
 {
+	__u32 tid __attribute__((unused)) = prev->pid; /* unused in a build with no chain */
+
 #define PKPROF_CHAIN_SWITCH_OUT(name, SLOT) name##_switch_out(c, e, tid);
 	PKPROF_CHAINS(PKPROF_CHAIN_SWITCH_OUT)
 #undef PKPROF_CHAIN_SWITCH_OUT
-#define PKPROF_OBSERVER_SWITCH_OUT(name) name##_switch_out(c, e, tid, ctx);
+#define PKPROF_OBSERVER_SWITCH_OUT(name) name##_switch_out(c, e, prev, ctx);
 	PKPROF_OBSERVERS(PKPROF_OBSERVER_SWITCH_OUT)
 #undef PKPROF_OBSERVER_SWITCH_OUT
 }

@@ -190,7 +190,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			charge_untracked(c, prev);
 	}
 	c->switch_state = preempt ? 0 : prev_state;
-	chains_switch_out(c, e, prev->pid, ctx);
+	chains_switch_out(c, e, prev, ctx);
 	/* Without an entry (table full, counted in lost) the pending charges go no further. */
 	flush_pending(c, e ? &e->acc : NULL);
 

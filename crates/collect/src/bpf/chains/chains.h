@@ -28,7 +28,7 @@
 
 /*
  * OBSERVER(name): a plug-in that follows every context switch but bills no one (no served slot):
- * chains/<name>.bpf.h defines <name>_switch_out(c, e, tid, ctx) and <name>_switch_in(c, next), called
+ * chains/<name>.bpf.h defines <name>_switch_out(c, e, prev, ctx) and <name>_switch_in(c, next), called
  * after the chains' hooks of the same name. The wall chain (per-thread wall-time classes).
  */
 #ifndef PKPROF_OBSERVERS

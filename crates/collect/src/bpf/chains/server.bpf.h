@@ -23,6 +23,7 @@
 
 #include "core.bpf.h"
 #include "syscall_regs.bpf.h"
+#include "task_reads.bpf.h"
 
 /* include/uapi/linux/stat.h, include/linux/socket.h, include/uapi/linux/in.h */
 #define SRV_S_IFMT 00170000
@@ -68,36 +69,30 @@ enum pkprof_srv_channel pkprof_srv_channel_btf_anchor SEC(".data.btf_anchor");
 static __always_inline bool srv_channel(struct task_struct *t, long fd, struct pkprof_srv_key *wr,
 					struct pkprof_srv_key *rd)
 {
-	struct file **fds;
-	struct file *f = NULL;
+	/* Direct loads through kernel BTF only (task_reads.bpf.h says why): this runs at every read
+	 * and write system call of the machine. */
+	struct file *f = task_fd_file(t, fd);
 	struct socket *sock;
-	unsigned int max;
 	struct sock *sk;
 	__u16 family, mode;
 
-	if (fd < 0)
+	if (!f)
 		return false;
-	fds = BPF_CORE_READ(t, files, fdt, fd);
-	max = BPF_CORE_READ(t, files, fdt, max_fds);
-	if (!fds || (unsigned long)fd >= max)
-		return false;
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
-		return false;
-	mode = BPF_CORE_READ(f, f_inode, i_mode) & SRV_S_IFMT;
+	mode = f->f_inode->i_mode & SRV_S_IFMT;
 	if (mode == SRV_S_IFIFO) {
-		wr->a = rd->a = (__u64)BPF_CORE_READ(f, private_data);
+		wr->a = rd->a = (__u64)f->private_data;
 		wr->b = rd->b = PKPROF_SRV_PIPE;
 		return rd->a != 0;
 	}
 	if (mode != SRV_S_IFSOCK)
 		return false;
-	sock = BPF_CORE_READ(f, private_data);
-	sk = BPF_CORE_READ(sock, sk);
+	sock = bpf_core_cast(f->private_data, struct socket);
+	sk = sock->sk;
 	if (!sk)
 		return false;
-	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	family = sk->__sk_common.skc_family;
 	if (family == SRV_AF_UNIX) {
-		struct sock *peer = BPF_CORE_READ((struct unix_sock *)sk, peer);
+		struct sock *peer = bpf_core_cast(sk, struct unix_sock)->peer;
 
 		rd->a = (__u64)sk;
 		rd->b = PKPROF_SRV_UNIX;
@@ -107,11 +102,11 @@ static __always_inline bool srv_channel(struct task_struct *t, long fd, struct p
 		}
 		return true;
 	}
-	if (family == SRV_AF_INET && BPF_CORE_READ(sk, sk_protocol) == SRV_IPPROTO_TCP) {
-		__u32 local = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-		__u32 remote = BPF_CORE_READ(sk, __sk_common.skc_daddr);
-		__u64 lport = BPF_CORE_READ(sk, __sk_common.skc_num);
-		__u64 rport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (family == SRV_AF_INET && sk->sk_protocol == SRV_IPPROTO_TCP) {
+		__u32 local = sk->__sk_common.skc_rcv_saddr;
+		__u32 remote = sk->__sk_common.skc_daddr;
+		__u64 lport = sk->__sk_common.skc_num;
+		__u64 rport = __builtin_bswap16(sk->__sk_common.skc_dport);
 
 		/* Loopback only: 127.0.0.0/8 (network order: the first byte is the low one), or a
 		 * connection to the host's own address. */
@@ -356,11 +351,12 @@ static __always_inline void server_softirq_entry(struct pkprof_cpu *c, unsigned 
 static __always_inline void server_switch_out(struct pkprof_cpu *c, struct pkprof_thread *prev_entry,
 					      __u32 prev_tid)
 {
-	struct task_struct *prev = bpf_get_current_task_btf();
+	struct task_struct *prev;
 	struct pkprof_srv_mark m = {};
 
 	if (!task_tag_runs_for(c, PKPROF_CHAIN_SERVER, prev_tid))
 		return;
+	prev = bpf_get_current_task_btf();
 	/* The core has just replaced the slice's task time by the scheduler's own figure
 	 * (follow_scheduler_slice): served-out time never exceeds it. */
 	if (c->pending.served_out_ns > c->pending.task_ns) {

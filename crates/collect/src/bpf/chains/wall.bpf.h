@@ -160,7 +160,7 @@ static __always_inline __u64 other_func_cached(struct pkprof_wall *w, struct tas
 
 #if defined(__TARGET_ARCH_x86)
 	if (!(t->flags & PF_KTHREAD)) {
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+		struct pt_regs *regs = task_user_regs(t);
 		long nr = regs->orig_ax;
 
 		/* In a system call, from its call site; else (an interrupt, a fault, a signal on the
@@ -291,18 +291,17 @@ static __always_inline void wall_switch_out_unseen(struct pkprof_cpu *c, struct 
 }
 
 /*
- * Thread tid (entry e) leaves the CPU in c->switch_state: its switch-in, kept in this CPU's
+ * Task cur (entry e) leaves the CPU in c->switch_state: its switch-in, kept in this CPU's
  * register, closes the off period before it; the slice since is running; a new off period opens.
  */
-static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid,
-					    void *ctx)
+static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e,
+					    struct task_struct *cur, void *ctx)
 {
 	__u64 now = c->last_ns; /* the switch's instant: charge() just ran */
 	struct pkprof_wall_cpu *r;
 	struct pkprof_wall *w;
-	__u32 state = c->switch_state, key = 0;
+	__u32 state = c->switch_state, key = 0, tid = cur->pid;
 	__u64 in = 0, own = 0, reason_part = 0;
-	struct task_struct *cur = bpf_get_current_task_btf(); /* prev, leaving the CPU */
 
 	if (!wall_on || !tid || !count_from_ns)
 		return;

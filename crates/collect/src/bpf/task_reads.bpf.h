@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * A task's open files and saved user registers, for the hooks that look at them at every context
+ * switch or system call (block_reason.bpf.h, chains/server.bpf.h, chains/wall.bpf.h, the core's
+ * mode inference). Direct loads through kernel BTF, no helper call: a helper's call and return
+ * cost 10-25 ns on this VM (its return-thunk mitigation), and replacing the descriptor slot's
+ * bpf_probe_read_kernel took 28 of the wall chain's 68 ns per switch (bench/README.md, "Levers
+ * measured").
+ */
+#ifndef PKPROF_TASK_READS_BPF_H
+#define PKPROF_TASK_READS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+/*
+ * A descriptor table's slot (`struct file *`) read as the first member of a kernel struct that
+ * begins with one: the slot's address is a run-time value, which a direct load takes only from a
+ * pointer cast to a type (bpf_core_cast, free at run time), never as a variable offset.
+ */
+struct kiocb___fd_slot {
+	struct file *ki_filp;
+} __attribute__((preserve_access_index));
+
+/* The file open as descriptor fd of task t (NULL: none, or no such descriptor). Loads that fault
+ * read 0 (the verifier's probe-memory loads), so a table changing under us gives NULL or a file
+ * that was open there, never a fault. */
+static __always_inline struct file *task_fd_file(struct task_struct *t, long fd)
+{
+	struct files_struct *files = t->files;
+	struct fdtable *fdt;
+	struct kiocb___fd_slot *slot;
+
+	if (!files || fd < 0)
+		return NULL;
+	fdt = files->fdt;
+	if (!fdt || (unsigned long)fd >= fdt->max_fds)
+		return NULL;
+	slot = bpf_core_cast((void *)&fdt->fd[fd], struct kiocb___fd_slot);
+	return slot->ki_filp;
+}
+
+/*
+ * Where a task's saved user registers lie in its kernel stack, from its base (task->stack):
+ * THREAD_SIZE - TOP_OF_KERNEL_STACK_PADDING - sizeof(struct pt_regs), a constant of the running
+ * kernel that depends on its configuration (KASAN, x86's FRED), so it is learnt from the helper's
+ * first answer rather than assumed. 0: not yet learnt. The helper's address is kept in
+ * `task_regs_seen` to turn it into a number (a privileged program may store a pointer in its
+ * data).
+ */
+__u64 task_regs_offset = 0;
+__u64 task_regs_seen = 0;
+
+/* bpf_task_pt_regs(t) without the helper's call once the offset is learnt. */
+static __always_inline struct pt_regs *task_user_regs(struct task_struct *t)
+{
+	__u64 stack = (__u64)t->stack;
+
+	if (!task_regs_offset) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+
+		task_regs_seen = (__u64)regs;
+		if (stack && task_regs_seen > stack)
+			task_regs_offset = task_regs_seen - stack;
+		return regs;
+	}
+	return bpf_core_cast((void *)(stack + task_regs_offset), struct pt_regs);
+}
+
+#endif /* PKPROF_TASK_READS_BPF_H */
