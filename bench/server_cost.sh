@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 12 §3: what the server chain (docs/design.md, "Server work billed to its clients") costs
-# while `pkprof top` runs. The chain attaches the syscall tracepoints of read/write-like calls, so
+# while `pkprof top --server` runs (the chain is opt-in). The chain attaches the syscall tracepoints of read/write-like calls, so
 # every syscall of every process takes the kernel's traced path, and each read or write of a
 # pipe, socket (or /dev/zero) runs one of its programs.
 #
@@ -25,7 +25,7 @@ cc -O2 -o "$dir/pingpong" crates/cli/tests/workloads/pipe_pingpong.c
 run() {
   local env=()
   [ "$1" = off ] && env=(PKPROF_TEST_HIDE_TRACEPOINTS=raw_syscalls:sys_enter)
-  env "${env[@]}" "$pkprof" top --json -d 1 -p 1 >"$dir/top.json" 2>/dev/null &
+  env "${env[@]}" "$pkprof" top --server --json -d 1 -p 1 >"$dir/top.json" 2>/dev/null &
   local top=$!
   for _ in $(seq 100); do [ -s "$dir/top.json" ] && break; sleep 0.1; done
   local ns trips

@@ -179,15 +179,14 @@ static __always_inline bool srv_mark(struct pkprof_cpu *c, __u32 client, __u64 i
  * server that batches its replies (redis) would otherwise mark each client with the last one it
  * read, and that client's next request with it.
  */
-static __always_inline int srv_write(long fd)
+static __always_inline int srv_write(struct pkprof_srv_key *k, const struct pkprof_srv_key *back)
 {
 	struct pkprof_cpu *c = this_cpu();
-	struct pkprof_srv_key k = {}, back = {};
 	struct pkprof_srv_mark m = {}, *peer;
 
-	if (!c || !srv_channel(bpf_get_current_task_btf(), fd, &k, &back) || !k.b)
+	if (!c)
 		return 0;
-	peer = back.b != PKPROF_SRV_PIPE ? bpf_map_lookup_elem(&srv_writers, &back) : NULL;
+	peer = back->b != PKPROF_SRV_PIPE ? bpf_map_lookup_elem(&srv_writers, back) : NULL;
 	if (peer && peer->pid && peer->pid != c->cur_pid) {
 		m.tid = peer->tid;
 		m.pid = peer->pid;
@@ -203,20 +202,19 @@ static __always_inline int srv_write(long fd)
 	 * this data needs one. */
 	if (m.tid == c->cur_tid)
 		thread_entry(c, bpf_get_current_task_btf(), m.since_ns);
-	if (bpf_map_update_elem(&srv_writers, &k, &m, BPF_ANY))
+	if (bpf_map_update_elem(&srv_writers, k, &m, BPF_ANY))
 		c->lost.tag_map_full++;
 	return 0;
 }
 
-/* A read begins: note the channel, for its exit. */
-static __always_inline int srv_read_enter(long fd)
+/* A read of channel key begins: note it, for its exit. */
+static __always_inline int srv_read_enter(const struct pkprof_srv_key *key)
 {
 	struct pkprof_cpu *c = this_cpu();
-	struct pkprof_srv_read r = {};
-	struct pkprof_srv_key wr;
+	struct pkprof_srv_read r = { .key = *key };
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	if (!c || !srv_channel(bpf_get_current_task_btf(), fd, &wr, &r.key))
+	if (!c)
 		return 0;
 	r.since_ns = bpf_ktime_get_ns();
 	charge(c, r.since_ns);
@@ -229,31 +227,25 @@ static __always_inline int srv_read_enter(long fd)
 }
 
 
-/* A read returned `ret`: data from a client marks the reader; other data ends its mark. */
-static __always_inline int srv_read_exit(long ret)
+/* Thread tid's read noted in rd returned `ret`: data from a client marks the reader; other data
+ * ends its mark. */
+static __always_inline int srv_read_exit(const struct pkprof_srv_read *rd, __u32 tid, long ret)
 {
 	struct pkprof_cpu *c = this_cpu();
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pkprof_srv_read *r = bpf_map_lookup_elem(&srv_reads, &tid);
-	struct pkprof_srv_read rd;
 	struct pkprof_srv_mark *m;
 	__u32 client = 0;
 	bool held;
 
-	if (!r)
-		return 0;
-	rd = *r;
-	bpf_map_delete_elem(&srv_reads, &tid);
 	if (!c || ret <= 0 || c->cur_tid != tid)
 		return 0; /* nothing read: the mark stays as it was */
-	m = bpf_map_lookup_elem(&srv_writers, &rd.key);
+	m = bpf_map_lookup_elem(&srv_writers, &rd->key);
 	if (m && m->pid != c->cur_pid)
 		client = m->tid;
 	held = task_tag_runs_for(c, PKPROF_CHAIN_SERVER, tid);
-	if (srv_mark(c, client, 1) && !held && rd.cpu == bpf_get_smp_processor_id() &&
-	    rd.switches == c->switches && c->pending.task_ns >= rd.run_ns) {
+	if (srv_mark(c, client, 1) && !held && rd->cpu == bpf_get_smp_processor_id() &&
+	    rd->switches == c->switches && c->pending.task_ns >= rd->run_ns) {
 		/* The read ran without blocking, for nobody: its own time is the client's too. */
-		__u64 ns = c->pending.task_ns - rd.run_ns;
+		__u64 ns = c->pending.task_ns - rd->run_ns;
 
 		if (credit_thread(client, PKPROF_CHAIN_SERVER, ns, 0))
 			c->pending.served_out_ns += ns;
@@ -289,22 +281,38 @@ SEC("tp_btf/sys_enter")
 int BPF_PROG(on_srv_sys_enter, struct pt_regs *regs, long id)
 {
 	__u32 nr = (__u32)id;
+	struct pkprof_srv_key wr = {}, rd = {};
 	long fd;
 
 	if (!srv_is_read(nr) && !srv_is_write(nr))
 		return 0;
 	fd = (long)(int)PT_REGS_PARM1_SYSCALL(regs); /* libbpf's per-architecture first argument */
+	/* The descriptor's channel with interrupts on (it reads only the task's own files): most
+	 * reads and writes (files, UDP, remote TCP) end here, without the two kfunc calls that
+	 * turn them off. */
+	if (!srv_channel(bpf_get_current_task_btf(), fd, &wr, &rd))
+		return 0;
 	if (srv_is_write(nr))
-		return WITH_IRQS_OFF(srv_write(fd));
-	return WITH_IRQS_OFF(srv_read_enter(fd));
+		return wr.b ? WITH_IRQS_OFF(srv_write(&wr, &rd)) : 0;
+	return WITH_IRQS_OFF(srv_read_enter(&rd));
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_srv_sys_exit, struct pt_regs *regs, long ret)
 {
+	struct pkprof_srv_read rd, *r;
+	__u32 tid;
+
 	if (!srv_is_read(returning_syscall_nr(regs)))
 		return 0;
-	return WITH_IRQS_OFF(srv_read_exit(ret));
+	/* The thread's own noted read, with interrupts on: no read of a channel, no more work. */
+	tid = (__u32)bpf_get_current_pid_tgid();
+	r = bpf_map_lookup_elem(&srv_reads, &tid);
+	if (!r)
+		return 0;
+	rd = *r;
+	bpf_map_delete_elem(&srv_reads, &tid);
+	return WITH_IRQS_OFF(srv_read_exit(&rd, tid, ret));
 }
 
 /*
