@@ -28,6 +28,7 @@ mod kernel;
 mod maps;
 pub mod perf_map;
 mod process;
+mod procmap;
 pub mod python;
 mod unwind;
 mod user;
@@ -317,6 +318,17 @@ impl Symbolizer {
     /// Executable path of a captured process (`/proc/PID/exe`, without ` (deleted)`).
     pub fn exe(&self, pid: u32) -> Option<String> {
         self.processes.get(&pid)?.exe.clone()
+    }
+
+    /// Whether `pid` may run a CPython: it is not captured, or a file it maps as code is named
+    /// like one (`python3.11`, `libpython3.12.so.1.0`, the names `python::detect` looks at).
+    /// False spares the detection its own read of `/proc/PID/maps`.
+    pub fn may_run_python(&self, pid: u32) -> bool {
+        self.processes.get(&pid).is_none_or(|p| {
+            p.mappings()
+                .iter()
+                .any(|m| m.module.rsplit('/').next().unwrap_or("").contains("python"))
+        })
     }
 
     /// Changes whenever the captured mappings of `pid` change (None: not captured).

@@ -246,7 +246,12 @@ fn next_generation() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
+/// `pid`'s maps lines: its executable areas by `PROCMAP_QUERY` where the kernel has it (all that
+/// `build_mappings` reads), else every line of the text.
 fn read_maps(pid: u32) -> Result<Vec<MapsLine>, SymbolizeError> {
+    if let Some(lines) = crate::procmap::executable_lines(pid) {
+        return lines.map_err(|e| SymbolizeError::from_maps_read(pid, e));
+    }
     let text = fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| SymbolizeError::from_maps_read(pid, e))?;
     Ok(parse_maps(&text))

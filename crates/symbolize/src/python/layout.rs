@@ -109,10 +109,20 @@ const DEBUG_COOKIE: &[u8; 8] = b"xdebugpy";
 /// `libpython3.X.so`) exporting `_PyRuntime` and `Py_Version`. Errors (the process is gone, a
 /// binary cannot be read) read as `NotPython`: its samples stay native-only.
 pub fn detect(pid: u32) -> PyDetect {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-        return PyDetect::NotPython;
+    // The executable areas name the candidate files; `_PyRuntime` (data) is then looked up by
+    // file offset (crate::procmap: no text of every area, whose formatting cost most of the
+    // detection of processes that map libpython without running Python, such as perf's). A
+    // kernel without PROCMAP_QUERY: the whole text, as before.
+    let (lines, whole) = match crate::procmap::executable_lines(pid) {
+        Some(Ok(lines)) => (lines, false),
+        Some(Err(_)) => return PyDetect::NotPython,
+        None => {
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+                return PyDetect::NotPython;
+            };
+            (parse_maps(&text), true)
+        }
     };
-    let lines = parse_maps(&text);
     let mut seen = Vec::new();
     for l in &lines {
         let name = l.path.rsplit('/').next().unwrap_or("");
@@ -136,14 +146,20 @@ pub fn detect(pid: u32) -> PyDetect {
             Inspected::Found(f) => f,
         };
         // `_PyRuntime`'s bytes in the file, and where that file offset is mapped.
-        let Some(m) = lines.iter().find(|m| {
-            m.path == l.path
-                && m.offset <= found.runtime_file_off
-                && found.runtime_file_off < m.offset + (m.end - m.start)
-        }) else {
+        let off = found.runtime_file_off;
+        let runtime = if whole {
+            lines
+                .iter()
+                .find(|m| m.path == l.path && m.offset <= off && off < m.offset + (m.end - m.start))
+                .map(|m| m.start + (off - m.offset))
+        } else {
+            crate::procmap::file_offset_address(pid, l.dev, l.inode, off)
+                .and_then(Result::ok)
+                .flatten()
+        };
+        let Some(runtime) = runtime else {
             continue;
         };
-        let runtime = m.start + (found.runtime_file_off - m.offset);
         let (major, minor, micro) = found.version;
         let version = format!("{major}.{minor}.{micro}");
         let mut offsets = match table_offsets(major, minor) {
