@@ -345,6 +345,10 @@ fn user_stacks_taken_each_way() {
     let (start, summary, folded) = record_offcpu_mix("offcpu_no_rseq", "15", &off, &[]);
     assert!(start.contains("at rseq's return"), "{start}");
     assert!(no_rseq(&summary) > 0.0, "{summary}");
+    assert!(
+        summary.contains("registered no rseq area"),
+        "the summary warns of the missing user stacks:\n{summary}"
+    );
     assert_eq!(
         funcs_found(&folded),
         0,

@@ -21,6 +21,12 @@ pub(crate) struct MapsLine {
 }
 
 impl MapsLine {
+    /// Where byte `file_off` of the mapped file lies in memory, if this line maps it.
+    pub fn address_of(&self, file_off: u64) -> Option<u64> {
+        (self.offset <= file_off && file_off < self.offset + (self.end - self.start))
+            .then(|| self.start + (file_off - self.offset))
+    }
+
     /// What kind of memory this line maps.
     pub fn kind(&self) -> LineKind {
         if self.path.is_empty() {
@@ -45,7 +51,7 @@ pub(crate) enum LineKind {
     Special,
 }
 
-const DELETED_SUFFIX: &str = " (deleted)";
+pub(crate) const DELETED_SUFFIX: &str = " (deleted)";
 
 /// Parse the text of a maps file; lines that do not parse are skipped.
 pub(crate) fn parse_maps(text: &str) -> Vec<MapsLine> {

@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use crate::maps::{parse_maps, MapsLine};
+use crate::maps::{parse_maps, MapsLine, DELETED_SUFFIX};
 
 /// `_IOWR('f', 17, struct procmap_query)` of include/uapi/linux/fs.h (104-byte argument).
 const PROCMAP_QUERY: libc::c_ulong = 0xC068_6611;
@@ -42,16 +42,26 @@ struct ProcmapQuery {
     build_id_addr: u64,
 }
 
-const _: () = assert!(std::mem::size_of::<ProcmapQuery>() == 0x68);
+const _: () = {
+    assert!(std::mem::size_of::<ProcmapQuery>() == 0x68);
+    assert!(std::mem::offset_of!(ProcmapQuery, inode) == 0x40);
+    assert!(std::mem::offset_of!(ProcmapQuery, vma_name_size) == 0x50);
+    assert!(std::mem::offset_of!(ProcmapQuery, vma_name_addr) == 0x58);
+    assert!(std::mem::offset_of!(ProcmapQuery, build_id_addr) == 0x60);
+};
+
+impl ProcmapQuery {
+    /// The device as maps lines hold it (`major << 32 | minor`).
+    fn dev(&self) -> u64 {
+        u64::from(self.dev_major) << 32 | u64::from(self.dev_minor)
+    }
+}
 
 /// The kernel said ENOTTY once: it has no such ioctl.
 static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 
-/// The suffix the kernel's d_path gives a file unlinked since it was mapped.
-const DELETED_SUFFIX: &str = " (deleted)";
-
-/// x86-64's `[vsyscall]` page, which the text lists in every process but the ioctl does not (it
-/// is no memory area of the process): taken from this process's own maps once.
+/// x86-64's `[vsyscall]` page, which the text lists (in 64-bit processes) but the ioctl does not
+/// (it is no memory area of the process): taken from this process's own maps once.
 fn vsyscall() -> Option<&'static MapsLine> {
     static LINE: OnceLock<Option<MapsLine>> = OnceLock::new();
     LINE.get_or_init(|| {
@@ -64,8 +74,9 @@ fn vsyscall() -> Option<&'static MapsLine> {
 }
 
 /// Calls `each` with every area of the process behind `file` that matches `flags`, in address
-/// order, and its name when `names` (`each` returns false to stop). None: the kernel has no
-/// `PROCMAP_QUERY`.
+/// order, and its name when `names` (`each` returns false to stop). None: ask the text instead,
+/// because the kernel has no `PROCMAP_QUERY` (remembered), or this answer is one the text may
+/// not share (a name longer than the buffer, a security module refusing the ioctl).
 fn for_each_area(
     file: &File,
     flags: u64,
@@ -75,7 +86,7 @@ fn for_each_area(
     let mut name = vec![
         0u8;
         if names {
-            libc::PATH_MAX as usize + DELETED_SUFFIX.len() + 1
+            libc::PATH_MAX as usize // the kernel's cap (longer: ENAMETOOLONG, the text is read)
         } else {
             0
         }
@@ -102,7 +113,8 @@ fn for_each_area(
                     UNSUPPORTED.store(true, Ordering::Relaxed);
                     None
                 }
-                _ => Some(Err(err)),
+                Some(libc::ESRCH) => Some(Err(err)), // the process is gone
+                _ => None,
             };
         }
         first = false;
@@ -128,16 +140,17 @@ pub(crate) fn executable_lines(pid: u32) -> Option<io::Result<Vec<MapsLine>>> {
     let mut lines = Vec::new();
     let done = for_each_area(&file, QUERY_VMA_EXECUTABLE, true, |q, name| {
         let raw = String::from_utf8_lossy(name);
+        // As parse_maps does with the text's.
         let (path, deleted) = match raw.strip_suffix(DELETED_SUFFIX) {
-            Some(p) if q.inode != 0 => (p.to_string(), true),
-            _ => (raw.into_owned(), false),
+            Some(p) => (p.to_string(), true),
+            None => (raw.into_owned(), false),
         };
         lines.push(MapsLine {
             start: q.vma_start,
             end: q.vma_end,
             exec: true,
             offset: q.vma_offset,
-            dev: u64::from(q.dev_major) << 32 | u64::from(q.dev_minor),
+            dev: q.dev(),
             inode: q.inode,
             path,
             deleted,
@@ -167,8 +180,7 @@ pub(crate) fn file_offset_address(
     };
     let mut found = None;
     let done = for_each_area(&file, QUERY_FILE_BACKED_VMA, false, |q, _| {
-        let q_dev = u64::from(q.dev_major) << 32 | u64::from(q.dev_minor);
-        if q_dev == dev
+        if q.dev() == dev
             && q.inode == inode
             && q.vma_offset <= file_off
             && file_off < q.vma_offset + (q.vma_end - q.vma_start)
@@ -199,11 +211,6 @@ mod tests {
         assert!(!want.is_empty());
         assert_eq!(got, want);
     }
-}
-
-#[cfg(test)]
-mod offset_tests {
-    use super::*;
 
     /// A byte of this test's own executable is found where the text says it is mapped.
     #[test]

@@ -96,6 +96,15 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
             c.chain_truncated,
             c.task_work_ns as f64 / 1e6,
         );
+        // Taken at rseq's return to user mode, a thread without an rseq area (Go, static musl,
+        // glibc before 2.35) has no user stack: say so when that is a good part of them.
+        if c.chosen > 0 && c.no_rseq * 10 >= c.chosen {
+            let _ = writeln!(
+                out,
+                "warning:   {} of {} chosen off-CPU blocks have no user stack: their threads registered no rseq area (Go, static musl, glibc < 2.35), and this kernel takes off-CPU user stacks at rseq's return to user mode (docs/design.md, \"Off-CPU samples\")",
+                c.no_rseq, c.chosen
+            );
+        }
     }
     // The same line as every report's header (pkprof_report::header).
     if let Some(u) = user_stacks_text(&m.user_stacks) {

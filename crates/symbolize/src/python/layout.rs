@@ -150,12 +150,22 @@ pub fn detect(pid: u32) -> PyDetect {
         let runtime = if whole {
             lines
                 .iter()
-                .find(|m| m.path == l.path && m.offset <= off && off < m.offset + (m.end - m.start))
-                .map(|m| m.start + (off - m.offset))
+                .filter(|m| m.path == l.path)
+                .find_map(|m| m.address_of(off))
         } else {
-            crate::procmap::file_offset_address(pid, l.dev, l.inode, off)
-                .and_then(Result::ok)
-                .flatten()
+            match crate::procmap::file_offset_address(pid, l.dev, l.inode, off) {
+                Some(Ok(at)) => at,
+                Some(Err(_)) => None, // gone
+                // The ioctl refused this time: the text, as on a kernel without it.
+                None => std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                    .ok()
+                    .and_then(|text| {
+                        parse_maps(&text)
+                            .into_iter()
+                            .filter(|m| m.dev == l.dev && m.inode == l.inode)
+                            .find_map(|m| m.address_of(off))
+                    }),
+            }
         };
         let Some(runtime) = runtime else {
             continue;

@@ -27,6 +27,7 @@
 
 #include "core.bpf.h"
 #include "block_reason.bpf.h"
+#include "task_reads.bpf.h"
 #include "record/links.bpf.h"
 #include "record/sample.bpf.h"
 #include "user_stack.bpf.h"
@@ -597,22 +598,32 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 	}
 }
 
-/* The current thread returns from its call (sys_exit, or rseq_update on its way to user mode):
- * a pending sample takes its user stack now. */
-static __always_inline void offcpu_user_return(struct pt_regs *regs)
+/* Whether the current thread (cur, or NULL: asked of a helper) is this CPU's armed one (its
+ * chosen block awaits its user stack); disarms it. One per-CPU load when nothing is armed: this
+ * runs at every syscall exit or return to user mode of the machine, so no helper call comes
+ * before that test. */
+static __always_inline bool offcpu_take_armed(struct task_struct *cur)
 {
-	__u32 zero = 0, *armed;
-	struct task_struct *cur;
-	struct offcpu_task *t;
+	__u32 zero = 0, *armed, tid;
 
 	if (!off_cpu)
-		return;
+		return false;
 	armed = bpf_map_lookup_elem(&offcpu_armed, &zero);
-	if (!armed || !*armed || *armed != (__u32)bpf_get_current_pid_tgid())
-		return;
+	if (!armed || !*armed)
+		return false;
+	tid = cur ? (__u32)cur->pid : (__u32)bpf_get_current_pid_tgid();
+	if (*armed != tid)
+		return false;
 	*armed = 0;
-	cur = bpf_get_current_task_btf();
-	t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
+	return true;
+}
+
+/* The armed thread cur returns from its call (sys_exit, or rseq_update on its way to user
+ * mode): its pending sample takes its user stack now. */
+static __always_inline void offcpu_user_return(struct task_struct *cur, struct pt_regs *regs)
+{
+	struct offcpu_task *t = bpf_task_storage_get(&offcpu_tasks, cur, NULL, 0);
+
 	if (t && t->state == OFF_PENDING)
 		offcpu_emit(cur, t, regs);
 }
@@ -640,7 +651,8 @@ static __always_inline void offcpu_exit(void)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_offcpu_sys_exit, struct pt_regs *regs, long ret)
 {
-	offcpu_user_return(regs);
+	if (offcpu_take_armed(NULL))
+		offcpu_user_return(bpf_get_current_task_btf(), regs);
 	return 0;
 }
 
@@ -649,7 +661,9 @@ int BPF_PROG(on_offcpu_sys_exit, struct pt_regs *regs, long ret)
 SEC("tp_btf/rseq_update")
 int BPF_PROG(on_offcpu_rseq_update, struct task_struct *t)
 {
-	offcpu_user_return((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+	/* t is current (the tracepoint runs on the thread's own way out). */
+	if (offcpu_take_armed(t))
+		offcpu_user_return(t, task_user_regs(t));
 	return 0;
 }
 
