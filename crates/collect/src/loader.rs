@@ -183,20 +183,15 @@ impl Collector {
         // queued for its thread (Linux >= 6.18), else at rseq's return to user mode, else in a
         // program on every syscall exit (record/offcpu.bpf.h).
         let off_cpu = options.record.as_ref().is_some_and(|r| r.off_cpu.is_some());
-        let without_task_work = if off_cpu
-            && index.has("rseq", "rseq_update")
-            && preflight::kernel_task_rseq_is_pointer()
-        {
-            OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ
-        } else {
-            OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT
-        };
-        let ustack = if off_cpu && preflight::kernel_has_name("bpf_task_work_schedule_resume_impl")
-        {
-            OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK
-        } else {
-            without_task_work
-        };
+        // The ways this kernel may offer, best first; the syscall exit always works.
+        let mut ways = Vec::new();
+        if off_cpu && preflight::kernel_has_name("bpf_task_work_schedule_resume_impl") {
+            ways.push(OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK);
+        }
+        if off_cpu && index.has("rseq", "rseq_update") && preflight::kernel_task_rseq_is_pointer() {
+            ways.push(OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ);
+        }
+        ways.push(OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT);
         let configure = |open: &mut crate::skel::OpenCpuAccountSkel<'static>,
                          ustack: OffCpuUstack| {
             if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
@@ -287,26 +282,26 @@ impl Collector {
             )
         };
         // A kernel may have the task-work kfunc and still refuse it from a tracepoint program
-        // (6.18.44-fc-v1252: "sleepable callback in a program that is not sleepable"): the
-        // off-CPU samples then take their user stacks as on older kernels.
-        let mut used = ustack;
-        let (mut skel, mut links) = match start(ustack) {
-            Err(CollectError::Load { prog, .. })
-                if ustack == OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK =>
-            {
-                tracing::info!(
-                    "the kernel refused {prog} with off-CPU task works; \
-                     taking off-CPU user stacks {} instead",
-                    if without_task_work == OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ {
-                        "at rseq's return to user mode"
-                    } else {
-                        "at syscall exit"
-                    }
-                );
-                used = without_task_work;
-                start(without_task_work)?
+        // (6.18.44-fc-v1252: "sleepable callback in a program that is not sleepable"), or refuse
+        // another way's program: each refused way gives its place to the next.
+        let mut ways = ways.into_iter().peekable();
+        let (mut skel, mut links, used) = loop {
+            let way = ways.next().expect("the syscall exit way is always last");
+            match start(way) {
+                Err(e @ (CollectError::Load { .. } | CollectError::Attach { .. }))
+                    if off_cpu && ways.peek().is_some() =>
+                {
+                    tracing::info!(
+                        "off-CPU user stacks {}: {e}; taking them {} instead",
+                        ustack_words(way),
+                        ustack_words(*ways.peek().expect("peeked"))
+                    );
+                }
+                started => {
+                    let (skel, links) = started?;
+                    break (skel, links, way);
+                }
             }
-            started => started?,
         };
         let mut sampling_fds = Vec::new();
         if let Some(rec) = &options.record {
@@ -347,11 +342,7 @@ impl Collector {
 
     /// record --off-cpu: where a chosen block's user stack is taken, in words (None without it).
     pub fn offcpu_user_stacks(&self) -> Option<&'static str> {
-        self.offcpu_ustack.map(|u| match u {
-            OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK => "in a task work",
-            OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ => "at rseq's return to user mode",
-            _ => "at syscall exit",
-        })
+        self.offcpu_ustack.map(ustack_words)
     }
 
     /// The chains a missing tracepoint turned off at start (each says what goes unattributed).
@@ -387,5 +378,14 @@ impl Collector {
                 )
             })
             .collect()
+    }
+}
+
+/// Where a chosen off-CPU block's user stack is taken, in words.
+fn ustack_words(u: OffCpuUstack) -> &'static str {
+    match u {
+        OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK => "in a task work",
+        OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ => "at rseq's return to user mode",
+        _ => "at syscall exit",
     }
 }
