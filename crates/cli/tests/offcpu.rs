@@ -187,14 +187,7 @@ fn blocked_time_per_stack_agrees_with_offcputime() {
     .ok();
     let theirs = parse_offcputime(&bcc_text, w.pid());
 
-    let folded = run_with_timeout(
-        Command::new(pkprof_bin())
-            .args(["report", "--kind", "off", "--format", "folded"])
-            .arg(&profile),
-        Duration::from_secs(60),
-    );
-    assert!(folded.status.success(), "report: {folded:?}");
-    let (ours, lines) = parse_folded(&String::from_utf8_lossy(&folded.stdout));
+    let (ours, lines) = parse_folded(&off_folded(&profile));
     eprintln!("offcputime (µs): {theirs:?}");
     eprintln!("pkprof     (µs): {ours:?}");
     for c in FUNCS {
@@ -284,18 +277,19 @@ fn record_offcpu_mix(
         .expect("pkprof record exits with its target");
     assert!(out.status.success(), "pkprof record: {}", out.status);
     let summary = String::from_utf8_lossy(&out.stdout).into_owned();
+    (start, summary, off_folded(&profile))
+}
+
+/// The off-CPU samples of `profile` as folded stacks (`report --kind off --format folded`).
+fn off_folded(profile: &std::path::Path) -> String {
     let folded = run_with_timeout(
         Command::new(pkprof_bin())
             .args(["report", "--kind", "off", "--format", "folded"])
-            .arg(&profile),
+            .arg(profile),
         Duration::from_secs(60),
     );
     assert!(folded.status.success(), "report: {folded:?}");
-    (
-        start,
-        summary,
-        String::from_utf8_lossy(&folded.stdout).into_owned(),
-    )
+    String::from_utf8_lossy(&folded.stdout).into_owned()
 }
 
 /// Each way the kernel side can take a blocked thread's user stack as its call returns
