@@ -45,7 +45,8 @@ struct pkprof_dest {
  *                              the chain's, or KERNEL via c->kernel_irq_ns) and say where in *d
  *   name_tag_beneficiary(c)    the thread the open tag of this chain serves (0: none)
  *   name_softirq_entry(c, vec) a softirq starts (interrupts off): open a tag for it if the chain's
- *   name_switch_out(c, e, tid) thread tid (entry e, NULL without one) leaves the CPU
+ *   name_switch_out(c, e, prev) task prev (entry e, NULL without one) leaves the CPU (prev is
+ *                              still current: no helper call needed to find it)
  *   name_switch_in(c, next)    next takes the CPU
  * These prototypes are the plug-in interface, made from the list; the definitions follow in the
  * chain headers.
@@ -55,13 +56,12 @@ struct pkprof_dest {
 	static __always_inline __u32 name##_tag_beneficiary(struct pkprof_cpu *c);                  \
 	static __always_inline void name##_softirq_entry(struct pkprof_cpu *c, unsigned int vec);  \
 	static __always_inline void name##_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, \
-						      __u32 tid);                                   \
+						      struct task_struct *prev);                    \
 	static __always_inline void name##_switch_in(struct pkprof_cpu *c, struct task_struct *next);
 PKPROF_CHAINS(PKPROF_CHAIN_HOOKS)
 
 /* An observer (chains/chains.h, PKPROF_OBSERVERS): sees every switch, as the chains' hooks; its
- * switch-out gets the task leaving (prev, still current: no helper call to find it) and the
- * tracepoint's context (ctx: for the stack at the switch). */
+ * switch-out also gets the tracepoint's context (ctx: for the stack at the switch). */
 #define PKPROF_OBSERVER_HOOKS(name)                                                               \
 	static __always_inline void name##_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, \
 						      struct task_struct *prev, void *ctx);         \
@@ -422,9 +422,7 @@ static __always_inline void chains_softirq_entry(struct pkprof_cpu *c, unsigned 
 static __always_inline void chains_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e,
 					      struct task_struct *prev, void *ctx)
 {
-	__u32 tid __attribute__((unused)) = prev->pid; /* unused in a build with no chain */
-
-#define PKPROF_CHAIN_SWITCH_OUT(name, SLOT) name##_switch_out(c, e, tid);
+#define PKPROF_CHAIN_SWITCH_OUT(name, SLOT) name##_switch_out(c, e, prev);
 	PKPROF_CHAINS(PKPROF_CHAIN_SWITCH_OUT)
 #undef PKPROF_CHAIN_SWITCH_OUT
 #define PKPROF_OBSERVER_SWITCH_OUT(name) name##_switch_out(c, e, prev, ctx);

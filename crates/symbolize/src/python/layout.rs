@@ -12,7 +12,7 @@ use object::read::ReadCache;
 use object::{Object, ObjectSection, ObjectSymbol};
 use serde::Deserialize;
 
-use crate::maps::{parse_maps, LineKind};
+use crate::maps::{parse_maps, LineKind, MapsLine};
 
 /// Offsets of the fields pkprof reads, in bytes (0 where a version has no such field; see
 /// `tools/python_offsets/offsets.c` for what each one is).
@@ -147,25 +147,23 @@ pub fn detect(pid: u32) -> PyDetect {
         };
         // `_PyRuntime`'s bytes in the file, and where that file offset is mapped.
         let off = found.runtime_file_off;
-        let runtime = if whole {
-            lines
-                .iter()
-                .filter(|m| m.path == l.path)
+        // The file's areas in maps lines: the one that holds this offset.
+        let in_lines = |lines: &[MapsLine]| {
+            (lines.iter())
+                .filter(|m| m.dev == l.dev && m.inode == l.inode)
                 .find_map(|m| m.address_of(off))
-        } else {
-            match crate::procmap::file_offset_address(pid, l.dev, l.inode, off) {
-                Some(Ok(at)) => at,
-                Some(Err(_)) => None, // gone
-                // The ioctl refused this time: the text, as on a kernel without it.
-                None => std::fs::read_to_string(format!("/proc/{pid}/maps"))
-                    .ok()
-                    .and_then(|text| {
-                        parse_maps(&text)
-                            .into_iter()
-                            .filter(|m| m.dev == l.dev && m.inode == l.inode)
-                            .find_map(|m| m.address_of(off))
-                    }),
-            }
+        };
+        let runtime = match (!whole)
+            .then(|| crate::procmap::file_offset_address(pid, l.dev, l.inode, off))
+            .flatten()
+        {
+            Some(Ok(at)) => at,
+            Some(Err(_)) => None, // gone
+            // The text in hand (a kernel without the ioctl), or read now (it refused this time).
+            None if whole => in_lines(&lines),
+            None => std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                .ok()
+                .and_then(|text| in_lines(&parse_maps(&text))),
         };
         let Some(runtime) = runtime else {
             continue;

@@ -95,7 +95,8 @@ static __always_inline void block_io_softirq_entry(struct pkprof_cpu *c, unsigne
 		tag_open(c, BLOCK_IO_TAG, 0); /* owner: the first request it completes */
 }
 
-static __always_inline void block_io_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid)
+static __always_inline void block_io_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e,
+						struct task_struct *prev)
 {
 }
 

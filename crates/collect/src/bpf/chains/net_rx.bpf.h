@@ -396,7 +396,8 @@ static __always_inline void net_rx_softirq_entry(struct pkprof_cpu *c, unsigned 
 		tag_open(c, NET_RX_TAG_SKB, 0);
 }
 
-static __always_inline void net_rx_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e, __u32 tid)
+static __always_inline void net_rx_switch_out(struct pkprof_cpu *c, struct pkprof_thread *e,
+					      struct task_struct *prev)
 {
 }
 

@@ -179,7 +179,8 @@ static __always_inline bool srv_mark(struct pkprof_cpu *c, __u32 client, __u64 i
  * server that batches its replies (redis) would otherwise mark each client with the last one it
  * read, and that client's next request with it.
  */
-static __always_inline int srv_write(struct pkprof_srv_key *k, const struct pkprof_srv_key *back)
+static __always_inline int srv_write(struct task_struct *cur, struct pkprof_srv_key *k,
+				     const struct pkprof_srv_key *back)
 {
 	struct pkprof_cpu *c = this_cpu();
 	struct pkprof_srv_mark m = {}, *peer;
@@ -201,7 +202,7 @@ static __always_inline int srv_write(struct pkprof_srv_key *k, const struct pkpr
 	/* A client that has not left a CPU since attach has no entry yet: the server's bill for
 	 * this data needs one. */
 	if (m.tid == c->cur_tid)
-		thread_entry(c, bpf_get_current_task_btf(), m.since_ns);
+		thread_entry(c, cur, m.since_ns);
 	if (bpf_map_update_elem(&srv_writers, k, &m, BPF_ANY))
 		c->lost.tag_map_full++;
 	return 0;
@@ -282,6 +283,7 @@ int BPF_PROG(on_srv_sys_enter, struct pt_regs *regs, long id)
 {
 	__u32 nr = (__u32)id;
 	struct pkprof_srv_key wr = {}, rd = {};
+	struct task_struct *cur;
 	long fd;
 
 	if (!srv_is_read(nr) && !srv_is_write(nr))
@@ -290,10 +292,11 @@ int BPF_PROG(on_srv_sys_enter, struct pt_regs *regs, long id)
 	/* The descriptor's channel with interrupts on (it reads only the task's own files): most
 	 * reads and writes (files, UDP, remote TCP) end here, without the two kfunc calls that
 	 * turn them off. */
-	if (!srv_channel(bpf_get_current_task_btf(), fd, &wr, &rd))
+	cur = bpf_get_current_task_btf();
+	if (!srv_channel(cur, fd, &wr, &rd))
 		return 0;
 	if (srv_is_write(nr))
-		return wr.b ? WITH_IRQS_OFF(srv_write(&wr, &rd)) : 0;
+		return wr.b ? WITH_IRQS_OFF(srv_write(cur, &wr, &rd)) : 0;
 	return WITH_IRQS_OFF(srv_read_enter(&rd));
 }
 
@@ -357,14 +360,13 @@ static __always_inline void server_softirq_entry(struct pkprof_cpu *c, unsigned 
  * its time so far goes to the client; preempted, it keeps the mark for its next run.
  */
 static __always_inline void server_switch_out(struct pkprof_cpu *c, struct pkprof_thread *prev_entry,
-					      __u32 prev_tid)
+					      struct task_struct *prev)
 {
-	struct task_struct *prev;
+	__u32 prev_tid = prev->pid;
 	struct pkprof_srv_mark m = {};
 
 	if (!task_tag_runs_for(c, PKPROF_CHAIN_SERVER, prev_tid))
 		return;
-	prev = bpf_get_current_task_btf();
 	/* The core has just replaced the slice's task time by the scheduler's own figure
 	 * (follow_scheduler_slice): served-out time never exceeds it. */
 	if (c->pending.served_out_ns > c->pending.task_ns) {
@@ -376,7 +378,7 @@ static __always_inline void server_switch_out(struct pkprof_cpu *c, struct pkpro
 		c->pending.served_out_ns -= over;
 	}
 	srv_credit(c, 0);
-	if (prev->pid == prev_tid && !prev->__state && !(prev->flags & PF_EXITING)) {
+	if (!prev->__state && !(prev->flags & PF_EXITING)) {
 		m.tid = c->task_tag_tid;
 		m.since_ns = c->last_ns;
 		/* Counted only when new: a mark parked again over one the switch-in never took

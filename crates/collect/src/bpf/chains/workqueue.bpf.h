@@ -110,9 +110,9 @@ static __always_inline void workqueue_softirq_entry(struct pkprof_cpu *c, unsign
 
 /* At a context switch: credit a kworker's item time so far and park the item's owner. */
 static __always_inline void workqueue_switch_out(struct pkprof_cpu *c, struct pkprof_thread *prev_entry,
-						 __u32 prev_tid)
+						 struct task_struct *prev)
 {
-	if (!task_tag_runs_for(c, PKPROF_CHAIN_WORKQ, prev_tid))
+	if (!task_tag_runs_for(c, PKPROF_CHAIN_WORKQ, prev->pid))
 		return;
 	workqueue_credit(c, 0);
 	if (prev_entry)
