@@ -320,15 +320,15 @@ impl Symbolizer {
         self.processes.get(&pid)?.exe.clone()
     }
 
-    /// Whether `pid` may run a CPython: it is not captured, or a file it maps as code is named
-    /// like one (`python3.11`, `libpython3.12.so.1.0`, the names `python::detect` looks at).
-    /// False spares the detection its own read of `/proc/PID/maps`.
-    pub fn may_run_python(&self, pid: u32) -> bool {
-        self.processes.get(&pid).is_none_or(|p| {
-            p.mappings()
-                .iter()
-                .any(|m| m.module.rsplit('/').next().unwrap_or("").contains("python"))
-        })
+    /// Looks for CPython in `pid` ([`python::detect`]): in the executable areas captured for it
+    /// (their last read: no second read of its maps, and none at all when no file it maps as
+    /// code is named like a CPython), else, not captured, in what `/proc/PID/maps` says now.
+    pub fn detect_python(&self, pid: u32) -> python::PyDetect {
+        match self.processes.get(&pid) {
+            Some(p) if p.python_lines().is_empty() => python::PyDetect::NotPython,
+            Some(p) => python::detect_in(pid, p.python_lines(), false),
+            None => python::detect(pid),
+        }
     }
 
     /// Changes whenever the captured mappings of `pid` change (None: not captured).

@@ -66,6 +66,9 @@ pub(crate) struct Process {
     /// Changes with `mappings`, unique across processes and captures, so an unwinder built from
     /// other mappings of the same pid (a re-capture) is never taken for current.
     generation: u64,
+    /// The executable areas of the last read whose file is named like a CPython (`python3.X`,
+    /// `libpython3.X.so`): what the Python detection looks at, without reading the maps again.
+    python_lines: Vec<MapsLine>,
 }
 
 impl Process {
@@ -99,6 +102,7 @@ impl Process {
             perf_map_paths.push(PathBuf::from(format!("/tmp/perf-{pid}.map")));
         }
         let mut p = Process::new(mappings, OpenVia::Process(pid), perf_map_paths, nspid);
+        p.python_lines = python_named(&maps);
         p.exe = exe;
         p.comm = comm;
         if jit {
@@ -118,6 +122,7 @@ impl Process {
         let mappings = build_mappings(pid, OpenVia::Path, &lines, files, warnings);
         let paths = vec![PathBuf::from(format!("/tmp/perf-{pid}.map"))];
         let mut p = Process::new(mappings, OpenVia::Path, paths, pid);
+        p.python_lines = python_named(&lines);
         p.gone = true;
         p.read_perf_map();
         p
@@ -137,6 +142,7 @@ impl Process {
             misses: HashSet::new(),
             gone: false,
             generation: next_generation(),
+            python_lines: Vec::new(),
         }
     }
 
@@ -148,6 +154,11 @@ impl Process {
     /// Changes whenever the mappings change.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// The executable areas of files named like a CPython, as last read.
+    pub fn python_lines(&self) -> &[MapsLine] {
+        &self.python_lines
     }
 
     /// The mapping containing `addr`.
@@ -186,6 +197,7 @@ impl Process {
             }
         };
         self.last_capture = Instant::now();
+        self.python_lines = python_named(&maps);
         let new = build_mappings(pid, self.via, &maps, files, warnings);
         if self.merge(new) {
             self.misses.clear();
@@ -239,6 +251,16 @@ impl Process {
             }
         }
     }
+}
+
+/// The executable, file-backed lines of `lines` whose file is named like a CPython (the names
+/// `python::detect` looks at).
+fn python_named(lines: &[MapsLine]) -> Vec<MapsLine> {
+    (lines.iter())
+        .filter(|l| l.exec && l.kind() == LineKind::File)
+        .filter(|l| l.path.rsplit('/').next().unwrap_or("").contains("python"))
+        .cloned()
+        .collect()
 }
 
 fn next_generation() -> u64 {

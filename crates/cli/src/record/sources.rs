@@ -172,10 +172,7 @@ impl ProcessMaps for Symbolizing {
     }
 
     fn detect_python(&mut self, pid: u32) -> PyDetect {
-        if !self.0.may_run_python(pid) {
-            return PyDetect::NotPython; // no python-named code mapped: no second maps read
-        }
-        pkprof_symbolize::python::detect(pid)
+        self.0.detect_python(pid)
     }
 
     fn python_code(&mut self, pid: u32, offsets: &PyOffsets, addr: u64) -> Option<CodeInfo> {

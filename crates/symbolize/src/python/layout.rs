@@ -123,8 +123,15 @@ pub fn detect(pid: u32) -> PyDetect {
             (parse_maps(&text), true)
         }
     };
+    detect_in(pid, &lines, whole)
+}
+
+/// [`detect`] over maps lines already read: the executable areas (`whole` false: `_PyRuntime` is
+/// looked up in the process's maps), or every line of the text (`whole`: looked up in these).
+/// The symbolizer passes the areas it captured, so a process is not read twice.
+pub(crate) fn detect_in(pid: u32, lines: &[MapsLine], whole: bool) -> PyDetect {
     let mut seen = Vec::new();
-    for l in &lines {
+    for l in lines {
         let name = l.path.rsplit('/').next().unwrap_or("");
         if l.kind() != LineKind::File || !name.contains("python") || seen.contains(&l.path) {
             continue;
@@ -160,7 +167,7 @@ pub fn detect(pid: u32) -> PyDetect {
             Some(Ok(at)) => at,
             Some(Err(_)) => None, // gone
             // The text in hand (a kernel without the ioctl), or read now (it refused this time).
-            None if whole => in_lines(&lines),
+            None if whole => in_lines(lines),
             None => std::fs::read_to_string(format!("/proc/{pid}/maps"))
                 .ok()
                 .and_then(|text| in_lines(&parse_maps(&text))),

@@ -6,6 +6,7 @@ mod code;
 mod layout;
 
 pub use code::{line_of, read_code, read_mem, CodeInfo};
+pub(crate) use layout::detect_in;
 pub use layout::{detect, supported_versions, table_offsets, PyDetect, PyLayout, PyOffsets};
 
 /// The name a Python frame carries in reports: `FILE:QUALNAME` with the file's base name

@@ -259,8 +259,7 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
 	buf->o.s.py_len = 0;
 	buf->o.s.py_state = PKPROF_PY_NONE;
 	if (regs) {
-		__u64 uip = BPF_CORE_READ(regs, ip), usp = BPF_CORE_READ(regs, sp),
-		      ubp = BPF_CORE_READ(regs, bp);
+		__u64 uip = regs->ip, usp = regs->sp, ubp = regs->bp;
 
 		buf->o.s.user_ip = uip;
 		buf->o.s.user_sp = usp;
@@ -353,9 +352,10 @@ static __always_inline void offcpu_waker(struct pkprof_cpu *c, struct task_struc
 	w->flags = (cur->flags & PF_KTHREAD) ? PKPROF_WAKER_KTHREAD : 0;
 	w->reason = 0;
 	w->blocked_ns = 0;
-	/* The kernel keeps comm NUL-terminated: a plain copy (cheaper than the _str helper, and
-	 * this runs at every wakeup of a blocked thread). */
-	bpf_probe_read_kernel(w->comm, sizeof(w->comm), cur->comm);
+	/* This runs at every wakeup of a blocked thread: direct loads (task_reads.bpf.h). */
+	_Static_assert(sizeof(w->comm) == 16 && __builtin_offsetof(struct pkprof_waker, comm) % 8 == 0,
+		       "comm: two aligned words");
+	task_comm_copy(cur, w->comm);
 	if (c && depth && c->ctx[i] != PKPROF_CTX_TASK) {
 		w->ctx = c->ctx[i] == PKPROF_CTX_SOFTIRQ ? PKPROF_SCTX_SOFTIRQ : PKPROF_SCTX_HARDIRQ;
 		w->vec = c->vec[i];
@@ -471,16 +471,14 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 		if (t && t->state == OFF_PENDING)
 			/* Blocks again before its call returned: prev is current, its user
 			 * registers and stack are still those of the first block. */
-			offcpu_emit(prev, t, (struct pt_regs *)bpf_task_pt_regs(prev));
+			offcpu_emit(prev, t, task_user_regs(prev));
 		if (t && state) {
-			struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-
 			t->nr_chain = 0; /* no longer runs for its last wake */
 			t->off_ns = now;
 			t->woken_ns = 0;
 			t->blocked_ns = 0;
 			t->reason = block_reason(prev, state);
-			t->in_syscall = !(prev->flags & PF_KTHREAD) && BPF_CORE_READ(regs, orig_ax) >= 0;
+			t->in_syscall = !(prev->flags & PF_KTHREAD) && task_user_regs(prev)->orig_ax >= 0;
 			t->state = OFF_BLOCKED;
 			if (offcpu_sampled(prev) && (n = offcpu_counts()))
 				n->blocks++;
@@ -556,11 +554,7 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 		p->s.flags = target_flag(next->tgid);
 	}
 	bpf_probe_read_kernel_str(p->s.comm, sizeof(p->s.comm), next->comm);
-	{
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(next);
-
-		p->s.orig_ax = t->in_syscall ? BPF_CORE_READ(regs, orig_ax) : -1;
-	}
+	p->s.orig_ax = t->in_syscall ? task_user_regs(next)->orig_ax : -1;
 	p->s.kstack_len = bpf_get_task_stack(next, p->s.kstack, sizeof(p->s.kstack), 0);
 	p->s.ustack_len = 0;
 	p->s.ustack_bytes_len = 0;
