@@ -9,7 +9,7 @@ use std::fs::File;
 use std::sync::{Mutex, OnceLock};
 
 use object::read::ReadCache;
-use object::{Object, ObjectSection, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 use serde::Deserialize;
 
 use crate::maps::{parse_maps, LineKind, MapsLine};
@@ -137,11 +137,19 @@ pub(crate) fn detect_in(pid: u32, lines: &[MapsLine], whole: bool) -> PyDetect {
             continue;
         }
         seen.push(l.path.clone());
-        // Through the process's root: its own view of the file system (containers).
-        let Ok(file) = File::open(format!("/proc/{pid}/root{}", l.path)) else {
-            continue;
+        let inspected = match inspected_area(l) {
+            Some(known) => known,
+            None => {
+                // Through the process's root: its own view of the file system (containers).
+                let Ok(file) = File::open(format!("/proc/{pid}/root{}", l.path)) else {
+                    continue;
+                };
+                let found = inspect(&file);
+                remember_area(l, &found);
+                found
+            }
         };
-        let found = match inspect(&file) {
+        let found = match inspected {
             Inspected::NotPython => continue,
             // Before 3.11 there is no `Py_Version`: the file name tells the version.
             Inspected::Unversioned => {
@@ -160,10 +168,25 @@ pub(crate) fn detect_in(pid: u32, lines: &[MapsLine], whole: bool) -> PyDetect {
                 .filter(|m| m.dev == l.dev && m.inode == l.inode)
                 .find_map(|m| m.address_of(off))
         };
-        let runtime = match (!whole)
-            .then(|| crate::procmap::file_offset_address(pid, l.dev, l.inode, off))
-            .flatten()
-        {
+        let by_bias = (!whole).then(|| runtime_by_bias(&found, l)).flatten();
+        #[cfg(debug_assertions)]
+        if let Some(at) = by_bias {
+            // Tests run debug builds: each detection checks the arithmetic against the kernel.
+            if let Some(Ok(Some(kernel))) =
+                crate::procmap::file_offset_address(pid, l.dev, l.inode, off)
+            {
+                assert_eq!(
+                    at, kernel,
+                    "pid {pid}: _PyRuntime of {} by load bias",
+                    l.path
+                );
+            }
+        }
+        let runtime = match by_bias.map(|at| Ok(Some(at))).or_else(|| {
+            (!whole)
+                .then(|| crate::procmap::file_offset_address(pid, l.dev, l.inode, off))
+                .flatten()
+        }) {
             Some(Ok(at)) => at,
             Some(Err(_)) => None, // gone
             // The text in hand (a kernel without the ioctl), or read now (it refused this time).
@@ -229,8 +252,39 @@ enum Inspected {
 struct Found {
     version: (u8, u8, u8),
     runtime_file_off: u64,
+    /// `_PyRuntime`'s address in the file's own layout (its symbol's value).
+    runtime_vaddr: u64,
+    /// The file's loadable segments.
+    segments: Vec<LoadSegment>,
     /// The first bytes of `_PyRuntime` as initialised in the file (its debug offsets from 3.13).
     debug_offsets: Option<Vec<u8>>,
+}
+
+/// A loadable segment of an ELF file: its bytes in the file and where they go in its layout.
+#[derive(Clone)]
+struct LoadSegment {
+    file_off: u64,
+    file_end: u64,
+    /// Address less file offset (wrapping).
+    vaddr_less_off: u64,
+}
+
+/// Where `_PyRuntime` is in memory, from `l`, an executable area of its file: the loader maps
+/// every loadable segment of an ELF file with one load bias, so the area's start and file offset
+/// place the whole file (no query of the process's other areas, which was most of the detection's
+/// cost in processes that link libpython without running Python). None when no segment holds the
+/// area's offset.
+fn runtime_by_bias(found: &Found, l: &MapsLine) -> Option<u64> {
+    const PAGE: u64 = 4096;
+    let holds = |s: &&LoadSegment| s.file_off <= l.offset && l.offset < s.file_end;
+    // An area starts at its segment's offset rounded down to a page.
+    let rounded = |s: &&LoadSegment| s.file_off & !(PAGE - 1) <= l.offset && l.offset < s.file_end;
+    let seg =
+        (found.segments.iter().find(holds)).or_else(|| found.segments.iter().find(rounded))?;
+    let bias = l
+        .start
+        .wrapping_sub(l.offset.wrapping_add(seg.vaddr_less_off));
+    Some(bias.wrapping_add(found.runtime_vaddr))
 }
 
 /// A file's identity and version: device, inode, size, modification time (s, ns).
@@ -241,6 +295,33 @@ type FileId = (u64, u64, u64, i64, i64);
 /// scan of its symbols is milliseconds). Bounded: forgotten wholesale at `INSPECTED_MAX`.
 static INSPECTED: Mutex<Option<HashMap<FileId, Inspected>>> = Mutex::new(None);
 const INSPECTED_MAX: usize = 64;
+
+/// Binaries inspected so far, by the device and inode of the area that maps them: the file each
+/// process really maps (an inode number is not reused while its file is mapped), so that the
+/// next process that maps it is answered without opening it. Bounded as `INSPECTED`.
+static INSPECTED_AREAS: Mutex<Option<HashMap<(u64, u64), Inspected>>> = Mutex::new(None);
+
+/// What was found in the file that area `l` maps, if it was inspected before.
+fn inspected_area(l: &MapsLine) -> Option<Inspected> {
+    if l.inode == 0 {
+        return None;
+    }
+    let cache = INSPECTED_AREAS.lock().ok()?;
+    cache.as_ref()?.get(&(l.dev, l.inode)).cloned()
+}
+
+fn remember_area(l: &MapsLine, found: &Inspected) {
+    if l.inode == 0 {
+        return;
+    }
+    if let Ok(mut c) = INSPECTED_AREAS.lock() {
+        let c = c.get_or_insert_with(HashMap::new);
+        if c.len() >= INSPECTED_MAX {
+            c.clear();
+        }
+        c.insert((l.dev, l.inode), found.clone());
+    }
+}
 
 /// [`inspect_file`], remembered by the file's identity.
 fn inspect(file: &File) -> Inspected {
@@ -308,9 +389,21 @@ fn inspect_object<'a>(obj: &object::File<'a, &'a ReadCache<&'a File>>) -> Result
     let version = ((hex >> 24) as u8, (hex >> 16) as u8, (hex >> 8) as u8);
     let (runtime_file_off, head) = bytes(&runtime, 71 * 8).ok_or(true)?;
     let debug_offsets = head.starts_with(DEBUG_COOKIE).then_some(head);
+    let segments = (obj.segments())
+        .filter_map(|seg| {
+            let (off, size) = seg.file_range();
+            (size > 0).then(|| LoadSegment {
+                file_off: off,
+                file_end: off + size,
+                vaddr_less_off: seg.address().wrapping_sub(off),
+            })
+        })
+        .collect();
     Ok(Found {
         version,
         runtime_file_off,
+        runtime_vaddr: runtime.address(),
+        segments,
         debug_offsets,
     })
 }
