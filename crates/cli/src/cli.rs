@@ -462,9 +462,35 @@ pub struct RecordArgs {
     /// it back when quieter (0: no cap).
     #[arg(long, value_name = "N", default_value_t = pkprof_collect::record::DEFAULT_OFFCPU_MAX_RATE, requires = "off_cpu")]
     off_cpu_max_rate: u32,
+    /// Where an off-CPU sample's user stack is taken, as its call returns: `auto` (the best
+    /// way this kernel offers), `task-work` (Linux >= 6.18), `rseq` (cheap; threads without an
+    /// rseq area, such as Go's or static musl's, get none) or `sys-exit` (every thread, at a
+    /// program on every syscall exit of the machine).
+    #[arg(long, value_enum, value_name = "WAY", default_value_t = OffCpuUserStacksArg::Auto, requires = "off_cpu")]
+    off_cpu_user_stacks: OffCpuUserStacksArg,
     /// Wakers kept per off-CPU sample: who woke it, who woke that one just before, ...
     #[arg(long, value_name = "N", default_value_t = pkprof_collect::record::DEFAULT_WAKE_CHAIN, value_parser = clap::value_parser!(u32).range(1..=pkprof_collect::record::MAX_WAKE_CHAIN as i64), requires = "off_cpu")]
     wake_chain: u32,
+}
+
+/// `record --off-cpu-user-stacks` (pkprof_collect::OffCpuUserStacks, which says what each costs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OffCpuUserStacksArg {
+    Auto,
+    TaskWork,
+    Rseq,
+    SysExit,
+}
+
+impl From<OffCpuUserStacksArg> for pkprof_collect::OffCpuUserStacks {
+    fn from(a: OffCpuUserStacksArg) -> Self {
+        match a {
+            OffCpuUserStacksArg::Auto => Self::Auto,
+            OffCpuUserStacksArg::TaskWork => Self::TaskWork,
+            OffCpuUserStacksArg::Rseq => Self::Rseq,
+            OffCpuUserStacksArg::SysExit => Self::SysExit,
+        }
+    }
 }
 
 /// Whom `record --by` labels samples with.
@@ -526,6 +552,7 @@ impl RecordArgs {
             wake_chain: self.wake_chain,
             all: matches!(target, Target::System | Target::Cgroup(_)),
             max_rate: self.off_cpu_max_rate,
+            user_stacks: self.off_cpu_user_stacks.into(),
         });
         RecordOptions {
             off_cpu,

@@ -235,6 +235,7 @@ fn record_offcpu_mix(
     rounds: &str,
     env: &[(&str, &str)],
     rec_env: &[(&str, &str)],
+    rec_args: &[&str],
 ) -> (String, String, String) {
     let bin = build_workload("offcpu_mix");
     let mut c = cmd(&bin, &[rounds]);
@@ -254,6 +255,7 @@ fn record_offcpu_mix(
             "-o",
         ])
         .arg(&profile)
+        .args(rec_args)
         .envs(rec_env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -316,13 +318,13 @@ fn user_stacks_taken_each_way() {
             .filter(|f| per_func.get(**f).is_some_and(|us| *us > 0))
             .count()
     };
-    let (native, summary, folded) = record_offcpu_mix("offcpu_native", "15", &[], &[]);
+    let (native, summary, folded) = record_offcpu_mix("offcpu_native", "15", &[], &[], &[]);
     eprintln!("{native}");
     assert_eq!(funcs_found(&folded), FUNCS.len(), "{native}\n{folded}");
     assert_eq!(no_rseq(&summary), 0.0, "{summary}");
 
     let hidden = [("PKPROF_TEST_HIDE_TRACEPOINTS", "rseq:rseq_update")];
-    let (start, summary, folded) = record_offcpu_mix("offcpu_sys_exit", "15", &[], &hidden);
+    let (start, summary, folded) = record_offcpu_mix("offcpu_sys_exit", "15", &[], &hidden, &[]);
     if !native.contains("in a task work") {
         assert!(start.contains("at syscall exit"), "{start}");
     }
@@ -336,7 +338,7 @@ fn user_stacks_taken_each_way() {
         return;
     }
     let off = [("GLIBC_TUNABLES", "glibc.pthread.rseq=0")];
-    let (start, summary, folded) = record_offcpu_mix("offcpu_no_rseq", "15", &off, &[]);
+    let (start, summary, folded) = record_offcpu_mix("offcpu_no_rseq", "15", &off, &[], &[]);
     assert!(start.contains("at rseq's return"), "{start}");
     assert!(no_rseq(&summary) > 0.0, "{summary}");
     assert!(
@@ -357,6 +359,45 @@ fn user_stacks_taken_each_way() {
     assert!(
         sleeps_us >= 600_000,
         "the kernel stacks of the sleeps are kept: {sleeps_us} µs\n{folded}"
+    );
+
+    // The user's remedy for such threads: the syscall exit way, asked for by name.
+    let sys_exit = ["--off-cpu-user-stacks", "sys-exit"];
+    let (start, summary, folded) =
+        record_offcpu_mix("offcpu_no_rseq_sys_exit", "15", &off, &[], &sys_exit);
+    assert!(start.contains("at syscall exit"), "{start}");
+    assert_eq!(no_rseq(&summary), 0.0, "{summary}");
+    assert_eq!(funcs_found(&folded), FUNCS.len(), "{start}\n{folded}");
+}
+
+/// A way to take user stacks that the kernel lacks, asked for by name, is refused at start with
+/// one line that names it (here rseq's, with its tracepoint hidden), never silently replaced.
+#[test]
+#[ignore = "needs root and BPF"]
+fn a_user_stack_way_the_kernel_lacks_is_one_line() {
+    let out = run_with_timeout(
+        Command::new(pkprof_bin())
+            .args([
+                "record",
+                "-a",
+                "--off-cpu",
+                "--off-cpu-user-stacks",
+                "rseq",
+                "--duration",
+                "1",
+                "-o",
+            ])
+            .arg(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("offcpu_no_way.pkprof"))
+            .env("PKPROF_TEST_HIDE_TRACEPOINTS", "rseq:rseq_update"),
+        Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("cannot be taken at rseq's return to user mode"),
+        "{err}"
     );
 }
 

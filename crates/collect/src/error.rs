@@ -42,6 +42,12 @@ pub enum CollectError {
         #[source]
         source: Option<Cause>,
     },
+    /// `way`: where the user stacks were asked to be taken; `why`: what this kernel lacks.
+    #[error("off-CPU user stacks cannot be taken {way} on this kernel: {why} (--off-cpu-user-stacks auto picks the best way it offers)")]
+    OffCpuUserStacks {
+        way: &'static str,
+        why: &'static str,
+    },
     #[error("reading BPF map {map}")]
     Read {
         map: &'static str,

@@ -36,7 +36,7 @@ pub use loader::{
 };
 pub use reader::syscall_name;
 pub use record::{
-    EventRing, FuncCountRead, FuncProbe, OffCpuConfig, OffCpuCounts, PyProc, RecordConfig,
-    RecordEvent, RecordLost,
+    EventRing, FuncCountRead, FuncProbe, OffCpuConfig, OffCpuCounts, OffCpuUserStacks, PyProc,
+    RecordConfig, RecordEvent, RecordLost,
 };
 pub use tracefs::Tracefs;

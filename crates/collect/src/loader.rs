@@ -13,7 +13,7 @@ use crate::chains::{self, Chain, ChainOff};
 use crate::clock::monotonic_ns;
 use crate::error::CollectError;
 use crate::preflight::{self, TracepointIndex};
-use crate::record::{perf, uprobes, RecordConfig};
+use crate::record::{perf, uprobes, OffCpuUserStacks, RecordConfig};
 use crate::skel::types::{
     pkprof_defaults as Defaults, pkprof_offcpu_ustack as OffCpuUstack, pkprof_syscall_nr,
 };
@@ -182,16 +182,14 @@ impl Collector {
         // record --off-cpu takes a chosen sample's user stack as its call returns: in a task work
         // queued for its thread (Linux >= 6.18), else at rseq's return to user mode, else in a
         // program on every syscall exit (record/offcpu.bpf.h).
-        let off_cpu = options.record.as_ref().is_some_and(|r| r.off_cpu.is_some());
-        // The ways this kernel may offer, best first; the syscall exit always works.
-        let mut ways = Vec::new();
-        if off_cpu && preflight::kernel_has_name("bpf_task_work_schedule_resume_impl") {
-            ways.push(OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK);
-        }
-        if off_cpu && index.has("rseq", "rseq_update") && preflight::kernel_task_rseq_is_pointer() {
-            ways.push(OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ);
-        }
-        ways.push(OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT);
+        let off_cpu_config = options.record.as_ref().and_then(|r| r.off_cpu.as_ref());
+        let off_cpu = off_cpu_config.is_some();
+        let named_way = off_cpu_config.is_some_and(|o| o.user_stacks != OffCpuUserStacks::Auto);
+        let ways = off_cpu_ways(
+            off_cpu_config.map_or(OffCpuUserStacks::Auto, |o| o.user_stacks),
+            off_cpu && preflight::kernel_has_name("bpf_task_work_schedule_resume_impl"),
+            off_cpu && index.has("rseq", "rseq_update") && preflight::kernel_task_rseq_is_pointer(),
+        )?;
         let configure = |open: &mut crate::skel::OpenCpuAccountSkel<'static>,
                          ustack: OffCpuUstack| {
             if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
@@ -297,6 +295,14 @@ impl Collector {
                         ustack_words(*ways.peek().expect("peeked"))
                     );
                 }
+                Err(e @ CollectError::Load { .. }) if off_cpu && named_way => {
+                    // The way the user named is refused: say so, rather than a bare program name.
+                    tracing::info!("off-CPU user stacks {}: {e}", ustack_words(way));
+                    return Err(CollectError::OffCpuUserStacks {
+                        way: ustack_words(way),
+                        why: "the kernel refused the program that takes them (-vv shows why)",
+                    });
+                }
                 started => {
                     let (skel, links) = started?;
                     break (skel, links, way);
@@ -381,11 +387,82 @@ impl Collector {
     }
 }
 
+/// The ways to take off-CPU user stacks to try, in order, for the user's choice and what this
+/// kernel has (the task-work kfunc, rseq's tracepoint with a pointer `task_struct.rseq`): `Auto`
+/// tries each it has, best first, then the syscall exit, which always works; a named way is
+/// the only one tried, and one the kernel lacks is an error that says so.
+fn off_cpu_ways(
+    choice: OffCpuUserStacks,
+    task_work: bool,
+    rseq: bool,
+) -> Result<Vec<OffCpuUstack>, CollectError> {
+    let lacks = |way, why| CollectError::OffCpuUserStacks { way, why };
+    Ok(match choice {
+        OffCpuUserStacks::Auto => {
+            let mut ways = Vec::new();
+            if task_work {
+                ways.push(OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK);
+            }
+            if rseq {
+                ways.push(OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ);
+            }
+            ways.push(OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT);
+            ways
+        }
+        OffCpuUserStacks::TaskWork if !task_work => Err(lacks(
+            ustack_words(OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK),
+            "no bpf_task_work_schedule_resume (Linux >= 6.18)",
+        ))?,
+        OffCpuUserStacks::TaskWork => vec![OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK],
+        OffCpuUserStacks::Rseq if !rseq => Err(lacks(
+            ustack_words(OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ),
+            "no rseq:rseq_update tracepoint, or a task_struct.rseq of another shape",
+        ))?,
+        OffCpuUserStacks::Rseq => vec![OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ],
+        OffCpuUserStacks::SysExit => vec![OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT],
+    })
+}
+
 /// Where a chosen off-CPU block's user stack is taken, in words.
 fn ustack_words(u: OffCpuUstack) -> &'static str {
     match u {
         OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK => "in a task work",
         OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ => "at rseq's return to user mode",
         _ => "at syscall exit",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_cpu_ways_follow_the_choice_and_what_the_kernel_has() {
+        use OffCpuUserStacks::*;
+        const TW: OffCpuUstack = OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK;
+        const RSEQ: OffCpuUstack = OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ;
+        const EXIT: OffCpuUstack = OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT;
+        // (choice, task work there, rseq there) -> the ways tried, None: refused.
+        let cases: [(OffCpuUserStacks, bool, bool, Option<Vec<OffCpuUstack>>); 9] = [
+            (Auto, true, true, Some(vec![TW, RSEQ, EXIT])),
+            (Auto, false, true, Some(vec![RSEQ, EXIT])),
+            (Auto, false, false, Some(vec![EXIT])),
+            (TaskWork, true, false, Some(vec![TW])),
+            (TaskWork, false, true, None),
+            (Rseq, true, true, Some(vec![RSEQ])),
+            (Rseq, true, false, None),
+            (SysExit, false, false, Some(vec![EXIT])),
+            (SysExit, true, true, Some(vec![EXIT])),
+        ];
+        for (choice, tw, rseq, want) in cases {
+            let got = off_cpu_ways(choice, tw, rseq);
+            match want {
+                Some(ways) => assert_eq!(got.ok(), Some(ways), "{choice:?} {tw} {rseq}"),
+                None => assert!(
+                    matches!(got, Err(CollectError::OffCpuUserStacks { .. })),
+                    "{choice:?} {tw} {rseq}"
+                ),
+            }
+        }
     }
 }

@@ -101,7 +101,7 @@ pub fn render(p: &Profile, path: &str, bytes: u64, rows: usize, stop: &str) -> S
         if c.chosen > 0 && c.no_rseq * 10 >= c.chosen {
             let _ = writeln!(
                 out,
-                "warning:   {} of {} chosen off-CPU blocks have no user stack: their threads registered no rseq area (Go, static musl, glibc < 2.35), and this kernel takes off-CPU user stacks at rseq's return to user mode (docs/design.md, \"Off-CPU samples\")",
+                "warning:   {} of {} chosen off-CPU blocks have no user stack: their threads registered no rseq area (Go, static musl, glibc < 2.35), and this kernel takes off-CPU user stacks at rseq's return to user mode; --off-cpu-user-stacks sys-exit takes them for every thread, at a higher cost (docs/design.md, \"Off-CPU samples\")",
                 c.no_rseq, c.chosen
             );
         }

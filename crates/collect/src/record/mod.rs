@@ -66,6 +66,27 @@ pub struct OffCpuConfig {
     /// Chosen samples a second per CPU: a CPU that chooses more doubles its period (each sample
     /// weighs by the period it was chosen at), halving it back when quieter; 0: never.
     pub max_rate: u32,
+    /// Where a chosen block's user stack is taken.
+    pub user_stacks: OffCpuUserStacks,
+}
+
+/// Where `record --off-cpu` takes a chosen block's user stack: in the blocked thread's own
+/// context as its call returns, by one of the ways of record/offcpu.bpf.h (enum
+/// pkprof_offcpu_ustack), each with its price (docs/design.md, "Off-CPU samples").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OffCpuUserStacks {
+    /// The best way this kernel offers and loads: a task work, else rseq's return to user
+    /// mode, else every syscall exit.
+    #[default]
+    Auto,
+    /// A task work queued for the chosen thread alone (Linux >= 6.18, where the kernel lets a
+    /// tracepoint program queue one).
+    TaskWork,
+    /// rseq's return to user mode: cheap, but threads without an rseq area (Go, static musl,
+    /// glibc < 2.35) get no user stack.
+    Rseq,
+    /// A program at every syscall exit of the machine: every thread, at the highest cost.
+    SysExit,
 }
 
 /// Default off-CPU sampling period and wake-chain depth, and the deepest chain (pkprof.h).

@@ -445,7 +445,7 @@ static __always_inline bool offcpu_has_rseq(struct task_struct *t)
 
 	if (!bpf_core_field_exists(r->rseq))
 		return false;
-	return BPF_CORE_READ(r, rseq) != NULL;
+	return r->rseq != NULL; /* a direct load: t is a trusted task pointer */
 }
 
 /*
