@@ -9,8 +9,8 @@
  * MODE: `single` (one server thread, polling one connection per client), `pool` (two worker
  * threads, each polling its own connection from each client; the clients alternate), `exit`
  * (single, and client B exits after half the time).
- * Clients A and B think THINK_A_US and THINK_B_US between requests (default 1000 and 3000: about
- * 3:1).
+ * Clients A and B think THINK_A_US and THINK_B_US between requests on average (default 1000 and
+ * 3000: about 3:1), each think drawn uniformly over [0.5, 1.5) of it, with no timer slack.
  *
  * Protocol on stdout/stdin: "ready SERVER_PID A_PID B_PID", then waits for a line on stdin, then
  * "start", and at the end "end SERVED_A SERVED_B CPU_A_NS CPU_B_NS" (requests the server served per
@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -141,8 +142,18 @@ static void *worker(void *arg)
 static void client(int c, int gate, double secs, long think_us)
 {
 	struct msg m = { .client = c };
+	unsigned seed = 0x9e3779b9u * (unsigned)(c + 1);
 	char go;
 	double end;
+
+	/*
+	 * Thinking at a fixed period close to a sampler's (1 ms at -F 999) would phase-lock the
+	 * requests to the samples, more so as a sleep's timer slack lets it expire with the
+	 * sampler's own timer interrupt: the samples of the server's work would then not be
+	 * independent draws. So: no slack, and a think time drawn uniformly over [0.5, 1.5) of the
+	 * mean (the same mean: the 3:1 rate stays).
+	 */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 
 	/* The gate opens at EOF: no data, so no mark from the server. */
 	if (read(gate, &go, 1) != 0)
@@ -156,7 +167,7 @@ static void client(int c, int gate, double secs, long think_us)
 		if (!full_read(x->cli_rd, &m, sizeof(m)))
 			die("server closed");
 		if (think_us)
-			usleep(think_us);
+			usleep(think_us / 2 + rand_r(&seed) % (think_us > 0 ? think_us : 1));
 	}
 	exit(0);
 }
