@@ -30,6 +30,8 @@ fn main() {
     let clang_args = [
         "-Wall".to_string(),
         "-Werror".to_string(),
+        // `regs->orig_ax >= 0` on an unsigned field is always true (it hid page-fault blocks).
+        "-Wtautological-unsigned-zero-compare".to_string(),
         "-mcpu=v3".to_string(),
         format!("-I{}", vmlinux_dir.display()),
         "-Isrc/bpf".to_string(),

@@ -42,11 +42,14 @@ pub enum CollectError {
         #[source]
         source: Option<Cause>,
     },
-    /// `way`: where the user stacks were asked to be taken; `why`: what this kernel lacks.
+    /// `way`: where the user stacks were asked to be taken; `why`: what this kernel lacks, or
+    /// that it refused the way's program (`source`).
     #[error("off-CPU user stacks cannot be taken {way} on this kernel: {why} (--off-cpu-user-stacks auto picks the best way it offers)")]
     OffCpuUserStacks {
         way: &'static str,
         why: &'static str,
+        #[source]
+        source: Option<Box<CollectError>>,
     },
     #[error("reading BPF map {map}")]
     Read {

@@ -181,7 +181,7 @@ impl Collector {
         let cpus = skeleton::possible_cpus("cpu_account")?;
         // record --off-cpu takes a chosen sample's user stack as its call returns: in a task work
         // queued for its thread (Linux >= 6.18), else at rseq's return to user mode, else in a
-        // program on every syscall exit (record/offcpu.bpf.h).
+        // program on every syscall exit (record/offcpu.bpf.h); or only the way the user named.
         let off_cpu_config = options.record.as_ref().and_then(|r| r.off_cpu.as_ref());
         let off_cpu = off_cpu_config.is_some();
         let named_way = off_cpu_config.is_some_and(|o| o.user_stacks != OffCpuUserStacks::Auto);
@@ -284,7 +284,9 @@ impl Collector {
         // another way's program: each refused way gives its place to the next.
         let mut ways = ways.into_iter().peekable();
         let (mut skel, mut links, used) = loop {
-            let way = ways.next().expect("the syscall exit way is always last");
+            let way = ways
+                .next()
+                .expect("at least one way: the last is tried, not skipped");
             match start(way) {
                 Err(e @ (CollectError::Load { .. } | CollectError::Attach { .. }))
                     if off_cpu && ways.peek().is_some() =>
@@ -295,12 +297,12 @@ impl Collector {
                         ustack_words(*ways.peek().expect("peeked"))
                     );
                 }
-                Err(e @ CollectError::Load { .. }) if off_cpu && named_way => {
-                    // The way the user named is refused: say so, rather than a bare program name.
-                    tracing::info!("off-CPU user stacks {}: {e}", ustack_words(way));
+                Err(e) if named_way && refused_program(&e) == Some(ustack_program(way)) => {
+                    // The way the user named is refused: say so, with the refusal as the cause.
                     return Err(CollectError::OffCpuUserStacks {
                         way: ustack_words(way),
-                        why: "the kernel refused the program that takes them (-vv shows why)",
+                        why: "the kernel refused the program that takes them",
+                        source: Some(Box::new(e)),
                     });
                 }
                 started => {
@@ -396,7 +398,11 @@ fn off_cpu_ways(
     task_work: bool,
     rseq: bool,
 ) -> Result<Vec<OffCpuUstack>, CollectError> {
-    let lacks = |way, why| CollectError::OffCpuUserStacks { way, why };
+    let lacks = |way, why| CollectError::OffCpuUserStacks {
+        way,
+        why,
+        source: None,
+    };
     Ok(match choice {
         OffCpuUserStacks::Auto => {
             let mut ways = Vec::new();
@@ -421,6 +427,24 @@ fn off_cpu_ways(
         OffCpuUserStacks::Rseq => vec![OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ],
         OffCpuUserStacks::SysExit => vec![OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT],
     })
+}
+
+/// The program whose load or attach a way stands or falls by: the task work is queued from
+/// the switch program, the other ways have their own.
+fn ustack_program(u: OffCpuUstack) -> &'static str {
+    match u {
+        OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK => "on_sched_switch",
+        OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ => "on_offcpu_rseq_update",
+        _ => "on_offcpu_sys_exit",
+    }
+}
+
+/// The program a load or attach error is about.
+fn refused_program(e: &CollectError) -> Option<&str> {
+    match e {
+        CollectError::Load { prog, .. } | CollectError::Attach { prog, .. } => Some(prog),
+        _ => None,
+    }
 }
 
 /// Where a chosen off-CPU block's user stack is taken, in words.

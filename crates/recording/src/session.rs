@@ -531,6 +531,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
     /// name its samples from before the exec, and code outside them is captured as it appears.
     fn exec(&mut self, pid: u32) {
         self.captures.remove(&pid);
+        self.maps.executed(pid);
         self.python.forget(pid);
         // Not `kernel.forget_python` here: the exec record is read after samples of the new
         // image may already have had it detected and its layout set (forgetting it then left

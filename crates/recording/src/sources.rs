@@ -96,6 +96,8 @@ pub trait ProcessMaps {
     fn maps_generation(&self, _pid: u32) -> Option<u64> {
         None
     }
+    /// `pid` ran a new image (its exec record): what was captured of it is the old image's.
+    fn executed(&mut self, _pid: u32) {}
     /// Whether `pid` runs a CPython pkprof can walk (asked at its first sample, and again for
     /// one found not Python when its maps change: see `maps_generation`).
     fn detect_python(&mut self, _pid: u32) -> PyDetect {

@@ -322,12 +322,22 @@ impl Symbolizer {
 
     /// Looks for CPython in `pid` ([`python::detect`]): in the executable areas captured for it
     /// (their last read: no second read of its maps, and none at all when no file it maps as
-    /// code is named like a CPython), else, not captured, in what `/proc/PID/maps` says now.
+    /// code is named like a CPython), else (not captured, or not read since it ran a new image)
+    /// in what `/proc/PID/maps` says now.
     pub fn detect_python(&self, pid: u32) -> python::PyDetect {
-        match self.processes.get(&pid) {
-            Some(p) if p.python_lines().is_empty() => python::PyDetect::NotPython,
-            Some(p) => python::detect_in(pid, p.python_lines(), false),
+        match self.processes.get(&pid).and_then(|p| p.python_lines()) {
+            Some([]) => python::PyDetect::NotPython,
+            Some(lines) => python::detect_in(pid, lines, false),
             None => python::detect(pid),
+        }
+    }
+
+    /// `pid` ran a new image: its captured mappings stay (they name its samples from before, and
+    /// code outside them is captured as it appears), but the Python detection no longer takes
+    /// them for current.
+    pub fn executed(&mut self, pid: u32) {
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.executed();
         }
     }
 

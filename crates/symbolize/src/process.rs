@@ -68,7 +68,8 @@ pub(crate) struct Process {
     generation: u64,
     /// The executable areas of the last read whose file is named like a CPython (`python3.X`,
     /// `libpython3.X.so`): what the Python detection looks at, without reading the maps again.
-    python_lines: Vec<MapsLine>,
+    /// None after an exec, until the maps are read again (they are the old image's).
+    python_lines: Option<Vec<MapsLine>>,
 }
 
 impl Process {
@@ -102,7 +103,7 @@ impl Process {
             perf_map_paths.push(PathBuf::from(format!("/tmp/perf-{pid}.map")));
         }
         let mut p = Process::new(mappings, OpenVia::Process(pid), perf_map_paths, nspid);
-        p.python_lines = python_named(&maps);
+        p.python_lines = Some(python_named(&maps));
         p.exe = exe;
         p.comm = comm;
         if jit {
@@ -122,7 +123,7 @@ impl Process {
         let mappings = build_mappings(pid, OpenVia::Path, &lines, files, warnings);
         let paths = vec![PathBuf::from(format!("/tmp/perf-{pid}.map"))];
         let mut p = Process::new(mappings, OpenVia::Path, paths, pid);
-        p.python_lines = python_named(&lines);
+        p.python_lines = Some(python_named(&lines));
         p.gone = true;
         p.read_perf_map();
         p
@@ -142,7 +143,7 @@ impl Process {
             misses: HashSet::new(),
             gone: false,
             generation: next_generation(),
-            python_lines: Vec::new(),
+            python_lines: None,
         }
     }
 
@@ -156,9 +157,15 @@ impl Process {
         self.generation
     }
 
-    /// The executable areas of files named like a CPython, as last read.
-    pub fn python_lines(&self) -> &[MapsLine] {
-        &self.python_lines
+    /// The executable areas of files named like a CPython, as last read (None: not read since
+    /// the process ran a new image).
+    pub fn python_lines(&self) -> Option<&[MapsLine]> {
+        self.python_lines.as_deref()
+    }
+
+    /// The process ran a new image: the areas read before are the old one's.
+    pub fn executed(&mut self) {
+        self.python_lines = None;
     }
 
     /// The mapping containing `addr`.
@@ -197,7 +204,7 @@ impl Process {
             }
         };
         self.last_capture = Instant::now();
-        self.python_lines = python_named(&maps);
+        self.python_lines = Some(python_named(&maps));
         let new = build_mappings(pid, self.via, &maps, files, warnings);
         if self.merge(new) {
             self.misses.clear();
@@ -253,12 +260,12 @@ impl Process {
     }
 }
 
-/// The executable, file-backed lines of `lines` whose file is named like a CPython (the names
+/// The executable, file-backed lines of `lines` whose file is named like a CPython (the files
 /// `python::detect` looks at).
 fn python_named(lines: &[MapsLine]) -> Vec<MapsLine> {
     (lines.iter())
         .filter(|l| l.exec && l.kind() == LineKind::File)
-        .filter(|l| l.path.rsplit('/').next().unwrap_or("").contains("python"))
+        .filter(|l| crate::python::named_like_cpython(&l.path))
         .cloned()
         .collect()
 }

@@ -171,6 +171,10 @@ impl ProcessMaps for Symbolizing {
         self.0.maps_generation(pid)
     }
 
+    fn executed(&mut self, pid: u32) {
+        self.0.executed(pid);
+    }
+
     fn detect_python(&mut self, pid: u32) -> PyDetect {
         self.0.detect_python(pid)
     }

@@ -109,10 +109,9 @@ const DEBUG_COOKIE: &[u8; 8] = b"xdebugpy";
 /// `libpython3.X.so`) exporting `_PyRuntime` and `Py_Version`. Errors (the process is gone, a
 /// binary cannot be read) read as `NotPython`: its samples stay native-only.
 pub fn detect(pid: u32) -> PyDetect {
-    // The executable areas name the candidate files; `_PyRuntime` (data) is then looked up by
-    // file offset (crate::procmap: no text of every area, whose formatting cost most of the
-    // detection of processes that map libpython without running Python, such as perf's). A
-    // kernel without PROCMAP_QUERY: the whole text, as before.
+    // The executable areas name the candidate files (crate::procmap: no text of every area,
+    // whose formatting cost most of the detection of processes that map libpython without
+    // running Python, such as perf's). A kernel without PROCMAP_QUERY: the whole text.
     let (lines, whole) = match crate::procmap::executable_lines(pid) {
         Some(Ok(lines)) => (lines, false),
         Some(Err(_)) => return PyDetect::NotPython,
@@ -126,28 +125,27 @@ pub fn detect(pid: u32) -> PyDetect {
     detect_in(pid, &lines, whole)
 }
 
-/// [`detect`] over maps lines already read: the executable areas (`whole` false: `_PyRuntime` is
-/// looked up in the process's maps), or every line of the text (`whole`: looked up in these).
-/// The symbolizer passes the areas it captured, so a process is not read twice.
+/// Whether a file is named like a CPython (`python3.X`, `libpython3.X.so`): the files the
+/// detection looks at.
+pub(crate) fn named_like_cpython(path: &str) -> bool {
+    path.rsplit('/').next().unwrap_or("").contains("python")
+}
+
+/// [`detect`] over maps lines already read: the executable areas (`whole` false), or every line
+/// of the text (`whole`). The symbolizer passes the areas it captured, so a process is not read
+/// twice. `_PyRuntime` (data) is placed from the executable area of its file by the file's load
+/// bias ([`runtime_by_bias`]); failing that, looked up by file offset among the lines in hand
+/// (`whole`) or the process's areas (crate::procmap, else the text read now).
 pub(crate) fn detect_in(pid: u32, lines: &[MapsLine], whole: bool) -> PyDetect {
     let mut seen = Vec::new();
     for l in lines {
         let name = l.path.rsplit('/').next().unwrap_or("");
-        if l.kind() != LineKind::File || !name.contains("python") || seen.contains(&l.path) {
+        if l.kind() != LineKind::File || !named_like_cpython(&l.path) || seen.contains(&l.path) {
             continue;
         }
         seen.push(l.path.clone());
-        let inspected = match inspected_area(l) {
-            Some(known) => known,
-            None => {
-                // Through the process's root: its own view of the file system (containers).
-                let Ok(file) = File::open(format!("/proc/{pid}/root{}", l.path)) else {
-                    continue;
-                };
-                let found = inspect(&file);
-                remember_area(l, &found);
-                found
-            }
+        let Some(inspected) = inspect_area(pid, l) else {
+            continue;
         };
         let found = match inspected {
             Inspected::NotPython => continue,
@@ -168,32 +166,17 @@ pub(crate) fn detect_in(pid: u32, lines: &[MapsLine], whole: bool) -> PyDetect {
                 .filter(|m| m.dev == l.dev && m.inode == l.inode)
                 .find_map(|m| m.address_of(off))
         };
-        let by_bias = (!whole).then(|| runtime_by_bias(&found, l)).flatten();
-        #[cfg(debug_assertions)]
-        if let Some(at) = by_bias {
-            // Tests run debug builds: each detection checks the arithmetic against the kernel.
-            if let Some(Ok(Some(kernel))) =
-                crate::procmap::file_offset_address(pid, l.dev, l.inode, off)
-            {
-                assert_eq!(
-                    at, kernel,
-                    "pid {pid}: _PyRuntime of {} by load bias",
-                    l.path
-                );
-            }
-        }
-        let runtime = match by_bias.map(|at| Ok(Some(at))).or_else(|| {
-            (!whole)
-                .then(|| crate::procmap::file_offset_address(pid, l.dev, l.inode, off))
-                .flatten()
-        }) {
-            Some(Ok(at)) => at,
-            Some(Err(_)) => None, // gone
-            // The text in hand (a kernel without the ioctl), or read now (it refused this time).
+        let runtime = match runtime_by_bias(&found, l, page_size()) {
+            Some(at) => Some(at),
             None if whole => in_lines(lines),
-            None => std::fs::read_to_string(format!("/proc/{pid}/maps"))
-                .ok()
-                .and_then(|text| in_lines(&parse_maps(&text))),
+            None => match crate::procmap::file_offset_address(pid, l.dev, l.inode, off) {
+                Some(Ok(at)) => at,
+                Some(Err(_)) => None, // gone
+                // The kernel refused the query this time: the text, read now.
+                None => std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                    .ok()
+                    .and_then(|text| in_lines(&parse_maps(&text))),
+            },
         };
         let Some(runtime) = runtime else {
             continue;
@@ -254,14 +237,14 @@ struct Found {
     runtime_file_off: u64,
     /// `_PyRuntime`'s address in the file's own layout (its symbol's value).
     runtime_vaddr: u64,
-    /// The file's loadable segments.
-    segments: Vec<LoadSegment>,
+    /// The file's executable loadable segments.
+    exec_segments: Vec<LoadSegment>,
     /// The first bytes of `_PyRuntime` as initialised in the file (its debug offsets from 3.13).
     debug_offsets: Option<Vec<u8>>,
 }
 
 /// A loadable segment of an ELF file: its bytes in the file and where they go in its layout.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct LoadSegment {
     file_off: u64,
     file_end: u64,
@@ -272,19 +255,28 @@ struct LoadSegment {
 /// Where `_PyRuntime` is in memory, from `l`, an executable area of its file: the loader maps
 /// every loadable segment of an ELF file with one load bias, so the area's start and file offset
 /// place the whole file (no query of the process's other areas, which was most of the detection's
-/// cost in processes that link libpython without running Python). None when no segment holds the
+/// cost in processes that link libpython without running Python). The area maps an executable
+/// segment from its offset rounded down to a page (`page`: the loader's, the system's page
+/// size), or from further in (an area split since). None when no executable segment holds the
 /// area's offset.
-fn runtime_by_bias(found: &Found, l: &MapsLine) -> Option<u64> {
-    const PAGE: u64 = 4096;
-    let holds = |s: &&LoadSegment| s.file_off <= l.offset && l.offset < s.file_end;
-    // An area starts at its segment's offset rounded down to a page.
-    let rounded = |s: &&LoadSegment| s.file_off & !(PAGE - 1) <= l.offset && l.offset < s.file_end;
-    let seg =
-        (found.segments.iter().find(holds)).or_else(|| found.segments.iter().find(rounded))?;
+fn runtime_by_bias(found: &Found, l: &MapsLine, page: u64) -> Option<u64> {
+    let seg = (found.exec_segments.iter())
+        .find(|s| s.file_off & !(page - 1) <= l.offset && l.offset < s.file_end)?;
     let bias = l
         .start
         .wrapping_sub(l.offset.wrapping_add(seg.vaddr_less_off));
     Some(bias.wrapping_add(found.runtime_vaddr))
+}
+
+/// The system's page size (4 KiB where it cannot be read).
+fn page_size() -> u64 {
+    // SAFETY: sysconf reads a constant of the running system.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 && (n as u64).is_power_of_two() {
+        n as u64
+    } else {
+        4096
+    }
 }
 
 /// A file's identity and version: device, inode, size, modification time (s, ns).
@@ -292,61 +284,57 @@ type FileId = (u64, u64, u64, i64, i64);
 
 /// Binaries inspected so far, by identity: every process that maps the same `libpython` (perf
 /// links one; so does every process of a Python service) asks once, not once per process (a
-/// scan of its symbols is milliseconds). Bounded: forgotten wholesale at `INSPECTED_MAX`.
+/// scan of its symbols is milliseconds), and is answered from a `stat` alone. Bounded:
+/// forgotten wholesale at `INSPECTED_MAX`.
 static INSPECTED: Mutex<Option<HashMap<FileId, Inspected>>> = Mutex::new(None);
 const INSPECTED_MAX: usize = 64;
 
-/// Binaries inspected so far, by the device and inode of the area that maps them: the file each
-/// process really maps (an inode number is not reused while its file is mapped), so that the
-/// next process that maps it is answered without opening it. Bounded as `INSPECTED`.
-static INSPECTED_AREAS: Mutex<Option<HashMap<(u64, u64), Inspected>>> = Mutex::new(None);
-
-/// What was found in the file that area `l` maps, if it was inspected before.
-fn inspected_area(l: &MapsLine) -> Option<Inspected> {
-    if l.inode == 0 {
-        return None;
-    }
-    let cache = INSPECTED_AREAS.lock().ok()?;
-    cache.as_ref()?.get(&(l.dev, l.inode)).cloned()
-}
-
-fn remember_area(l: &MapsLine, found: &Inspected) {
-    if l.inode == 0 {
-        return;
-    }
-    if let Ok(mut c) = INSPECTED_AREAS.lock() {
-        let c = c.get_or_insert_with(HashMap::new);
-        if c.len() >= INSPECTED_MAX {
-            c.clear();
-        }
-        c.insert((l.dev, l.inode), found.clone());
-    }
-}
-
-/// [`inspect_file`], remembered by the file's identity.
-fn inspect(file: &File) -> Inspected {
+/// What the file that area `l` of `pid` maps says about itself: the mapped file itself
+/// (`/proc/PID/map_files/START-END`, root only, which reaches a file deleted or replaced since),
+/// else the path through the process's root (its own view of the file system: containers) when
+/// it still names that file (the area's device and inode). None when it cannot be read.
+fn inspect_area(pid: u32, l: &MapsLine) -> Option<Inspected> {
     use std::os::unix::fs::MetadataExt;
 
-    let Ok(m) = file.metadata() else {
-        return inspect_file(file);
-    };
-    let id = (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
-    if let Some(known) = INSPECTED
-        .lock()
-        .ok()
-        .and_then(|c| c.as_ref().and_then(|c| c.get(&id).cloned()))
-    {
-        return known;
-    }
-    let found = inspect_file(file);
-    if let Ok(mut c) = INSPECTED.lock() {
-        let c = c.get_or_insert_with(HashMap::new);
-        if c.len() >= INSPECTED_MAX {
-            c.clear();
+    let mapped = format!("/proc/{pid}/map_files/{:x}-{:x}", l.start, l.end);
+    let by_path = format!("/proc/{pid}/root{}", l.path);
+    for (path, check) in [(mapped, false), (by_path, true)] {
+        let Ok(m) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if check && (maps_dev(m.dev()), m.ino()) != (l.dev, l.inode) {
+            continue; // replaced since it was mapped: not the file mapped
         }
-        c.insert(id, found.clone());
+        let id = (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
+        if let Some(known) = INSPECTED
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().and_then(|c| c.get(&id).cloned()))
+        {
+            return Some(known);
+        }
+        let Ok(file) = File::open(&path) else {
+            continue;
+        };
+        let found = inspect_file(&file);
+        if let Ok(mut c) = INSPECTED.lock() {
+            let c = c.get_or_insert_with(HashMap::new);
+            if c.len() >= INSPECTED_MAX {
+                c.clear();
+            }
+            c.insert(id, found.clone());
+        }
+        return Some(found);
     }
-    found
+    None
+}
+
+/// A `stat` device number as maps lines write it (`major << 32 | minor`; glibc's encoding of
+/// `dev_t`, as `major(3)` and `minor(3)` decode it).
+fn maps_dev(st_dev: u64) -> u64 {
+    let major = ((st_dev >> 8) & 0xfff) | ((st_dev >> 32) & !0xfff);
+    let minor = (st_dev & 0xff) | ((st_dev >> 12) & !0xff);
+    (major << 32) | (minor & 0xffff_ffff)
 }
 
 /// Reads `Py_Version` and `_PyRuntime` from a binary's dynamic symbols (or its symbol table).
@@ -389,12 +377,15 @@ fn inspect_object<'a>(obj: &object::File<'a, &'a ReadCache<&'a File>>) -> Result
     let version = ((hex >> 24) as u8, (hex >> 16) as u8, (hex >> 8) as u8);
     let (runtime_file_off, head) = bytes(&runtime, 71 * 8).ok_or(true)?;
     let debug_offsets = head.starts_with(DEBUG_COOKIE).then_some(head);
-    let segments = (obj.segments())
+    let exec_segments = (obj.segments())
+        .filter(|seg| {
+            matches!(seg.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0)
+        })
         .filter_map(|seg| {
             let (off, size) = seg.file_range();
             (size > 0).then(|| LoadSegment {
                 file_off: off,
-                file_end: off + size,
+                file_end: off.saturating_add(size),
                 vaddr_less_off: seg.address().wrapping_sub(off),
             })
         })
@@ -403,7 +394,7 @@ fn inspect_object<'a>(obj: &object::File<'a, &'a ReadCache<&'a File>>) -> Result
         version,
         runtime_file_off,
         runtime_vaddr: runtime.address(),
-        segments,
+        exec_segments,
         debug_offsets,
     })
 }
@@ -453,7 +444,122 @@ fn debug_offsets(d: &[u8], major: u8, minor: u8, base: &PyOffsets) -> Option<PyO
 
 #[cfg(test)]
 mod tests {
-    use super::version_in_name;
+    use super::{maps_dev, runtime_by_bias, version_in_name, Found, LoadSegment};
+    use crate::maps::MapsLine;
+
+    /// `_PyRuntime` placed from an executable area, for the layouts linkers write. Each case:
+    /// the file's executable segments (offset, size, address), `_PyRuntime`'s address in the
+    /// file, the area (start, file offset), the page size, and where the loader put it.
+    #[test]
+    fn the_runtime_is_placed_by_the_files_load_bias() {
+        type Seg = (u64, u64, u64);
+        type Case<'a> = (&'a str, &'a [Seg], u64, (u64, u64), u64, Option<u64>);
+        let cases: [Case; 7] = [
+            // GNU ld, -z separate-code (a PIE or a shared libpython): text page-aligned.
+            (
+                "gnu pie",
+                &[(0x1000, 0x2000, 0x1000)],
+                0x5e00,
+                (0x7f00_0000_1000, 0x1000),
+                4096,
+                Some(0x7f00_0000_5e00),
+            ),
+            // A non-PIE executable (Debian's python3 of old): bias 0.
+            (
+                "non-pie",
+                &[(0x1000, 0x8000, 0x40_1000)],
+                0x9a_0000,
+                (0x40_1000, 0x1000),
+                4096,
+                Some(0x9a_0000),
+            ),
+            // lld, -z noseparate-code: text at file offset 0x5b0, address 0x15b0, mapped from
+            // offset 0 at address page 0x1000 (the R segment before it is not executable).
+            (
+                "lld",
+                &[(0x5b0, 0x3000, 0x15b0)],
+                0x8000,
+                (0x5555_0000_1000, 0),
+                4096,
+                Some(0x5555_0000_8000),
+            ),
+            // lld on 16 KiB pages (arm64): text at 0x5b0, address 0x45b0, mapped from offset 0
+            // at address page 0x4000.
+            (
+                "lld 16k",
+                &[(0x5b0, 0x3000, 0x45b0)],
+                0x8000,
+                (0x5555_0000_4000, 0),
+                16384,
+                Some(0x5555_0000_8000),
+            ),
+            // An area that starts inside its segment (split since it was mapped).
+            (
+                "split",
+                &[(0x1000, 0x8000, 0x1000)],
+                0x20_000,
+                (0x7f00_0000_5000, 0x5000),
+                4096,
+                Some(0x7f00_0002_0000),
+            ),
+            // Two executable segments: the area's is the second.
+            (
+                "two",
+                &[(0x1000, 0x1000, 0x1000), (0x3000, 0x1000, 0x5000)],
+                0x9000,
+                (0x7f00_0000_5000, 0x3000),
+                4096,
+                Some(0x7f00_0000_9000),
+            ),
+            // No executable segment holds the area's offset.
+            (
+                "none",
+                &[(0x1000, 0x1000, 0x1000)],
+                0x9000,
+                (0x7f00_0000_8000, 0x8000),
+                4096,
+                None,
+            ),
+        ];
+        for (name, segs, runtime_vaddr, (start, offset), page, want) in cases {
+            let found = Found {
+                version: (3, 13, 0),
+                runtime_file_off: 0,
+                runtime_vaddr,
+                exec_segments: (segs.iter())
+                    .map(|&(off, size, vaddr)| LoadSegment {
+                        file_off: off,
+                        file_end: off + size,
+                        vaddr_less_off: vaddr.wrapping_sub(off),
+                    })
+                    .collect(),
+                debug_offsets: None,
+            };
+            let area = MapsLine {
+                start,
+                end: start + 0x1000,
+                exec: true,
+                offset,
+                dev: 0,
+                inode: 1,
+                path: "/usr/lib/libpython3.13.so.1.0".into(),
+                deleted: false,
+            };
+            assert_eq!(runtime_by_bias(&found, &area, page), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn stat_devices_read_as_maps_lines_write_them() {
+        // makedev(8, 1) and makedev(259, 65537) in glibc's encoding.
+        assert_eq!(maps_dev(0x801), 8 << 32 | 1);
+        let (major, minor) = (259u64, 65537u64);
+        let dev = ((major & 0xfff) << 8)
+            | ((major & !0xfff) << 32)
+            | (minor & 0xff)
+            | ((minor & !0xff) << 12);
+        assert_eq!(maps_dev(dev), major << 32 | minor);
+    }
 
     #[test]
     fn version_from_file_names() {

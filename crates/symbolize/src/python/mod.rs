@@ -6,8 +6,8 @@ mod code;
 mod layout;
 
 pub use code::{line_of, read_code, read_mem, CodeInfo};
-pub(crate) use layout::detect_in;
 pub use layout::{detect, supported_versions, table_offsets, PyDetect, PyLayout, PyOffsets};
+pub(crate) use layout::{detect_in, named_like_cpython};
 
 /// The name a Python frame carries in reports: `FILE:QUALNAME` with the file's base name
 /// (`fib.py:fib`, `app.py:Server.handle`).

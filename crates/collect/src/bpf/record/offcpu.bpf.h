@@ -478,7 +478,9 @@ static __always_inline void offcpu_switch(struct task_struct *prev, struct task_
 			t->woken_ns = 0;
 			t->blocked_ns = 0;
 			t->reason = block_reason(prev, state);
-			t->in_syscall = !(prev->flags & PF_KTHREAD) && task_user_regs(prev)->orig_ax >= 0;
+			/* orig_ax is unsigned: -1 (no call: a page fault) only reads so as a long. */
+			t->in_syscall = !(prev->flags & PF_KTHREAD) &&
+					(long)task_user_regs(prev)->orig_ax >= 0;
 			t->state = OFF_BLOCKED;
 			if (offcpu_sampled(prev) && (n = offcpu_counts()))
 				n->blocks++;
