@@ -236,12 +236,13 @@ fn record_offcpu_mix(
     env: &[(&str, &str)],
     rec_env: &[(&str, &str)],
     rec_args: &[&str],
-) -> (String, String, String) {
+) -> OffCpuRun {
     let bin = build_workload("offcpu_mix");
     let mut c = cmd(&bin, &[rounds]);
     c.envs(env.iter().copied());
     let mut w = Proc::spawn(c);
-    w.expect("ready", Duration::from_secs(5));
+    let ready = w.expect("ready", Duration::from_secs(5));
+    let rseq = ready.first().is_some_and(|n| n != "0");
     let pid = w.pid().to_string();
     let profile = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.pkprof"));
     let mut rec = Command::new(pkprof_bin())
@@ -279,8 +280,12 @@ fn record_offcpu_mix(
         .expect("pkprof record exits with its target");
     assert!(out.status.success(), "pkprof record: {}", out.status);
     let summary = String::from_utf8_lossy(&out.stdout).into_owned();
-    (start, summary, off_folded(&profile))
+    (start, summary, off_folded(&profile), rseq)
 }
+
+/// `record_offcpu_mix`'s start-up line, summary, folded off-CPU stacks, and whether the
+/// workload's threads registered an rseq area.
+type OffCpuRun = (String, String, String, bool);
 
 /// The off-CPU samples of `profile` as folded stacks (`report --kind off --format folded`).
 fn off_folded(profile: &std::path::Path) -> String {
@@ -318,13 +323,19 @@ fn user_stacks_taken_each_way() {
             .filter(|f| per_func.get(**f).is_some_and(|us| *us > 0))
             .count()
     };
-    let (native, summary, folded) = record_offcpu_mix("offcpu_native", "15", &[], &[], &[]);
+    let (native, summary, folded, rseq) = record_offcpu_mix("offcpu_native", "15", &[], &[], &[]);
     eprintln!("{native}");
+    if native.contains("at rseq's return") && !rseq {
+        // This kernel takes user stacks at rseq's return, and this glibc registers no rseq
+        // area (before 2.35): nothing here can have one that way.
+        eprintln!("this glibc registers no rseq area: the rseq way cannot be tested here");
+        return;
+    }
     assert_eq!(funcs_found(&folded), FUNCS.len(), "{native}\n{folded}");
     assert_eq!(no_rseq(&summary), 0.0, "{summary}");
 
     let hidden = [("PKPROF_TEST_HIDE_TRACEPOINTS", "rseq:rseq_update")];
-    let (start, summary, folded) = record_offcpu_mix("offcpu_sys_exit", "15", &[], &hidden, &[]);
+    let (start, summary, folded, _) = record_offcpu_mix("offcpu_sys_exit", "15", &[], &hidden, &[]);
     if !native.contains("in a task work") {
         assert!(start.contains("at syscall exit"), "{start}");
     }
@@ -338,7 +349,11 @@ fn user_stacks_taken_each_way() {
         return;
     }
     let off = [("GLIBC_TUNABLES", "glibc.pthread.rseq=0")];
-    let (start, summary, folded) = record_offcpu_mix("offcpu_no_rseq", "15", &off, &[], &[]);
+    let (start, summary, folded, rseq) = record_offcpu_mix("offcpu_no_rseq", "15", &off, &[], &[]);
+    assert!(
+        !rseq,
+        "glibc.pthread.rseq=0 leaves the threads without an rseq area"
+    );
     assert!(start.contains("at rseq's return"), "{start}");
     assert!(no_rseq(&summary) > 0.0, "{summary}");
     assert!(
@@ -363,7 +378,7 @@ fn user_stacks_taken_each_way() {
 
     // The user's remedy for such threads: the syscall exit way, asked for by name.
     let sys_exit = ["--off-cpu-user-stacks", "sys-exit"];
-    let (start, summary, folded) =
+    let (start, summary, folded, _) =
         record_offcpu_mix("offcpu_no_rseq_sys_exit", "15", &off, &[], &sys_exit);
     assert!(start.contains("at syscall exit"), "{start}");
     assert_eq!(no_rseq(&summary), 0.0, "{summary}");

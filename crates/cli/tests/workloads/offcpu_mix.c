@@ -1,6 +1,7 @@
 /*
  * offcpu_mix ROUNDS: three threads that block in three different ways, for off-CPU tests. Prints
- * "ready", waits for a line on stdin (the start gate, so that tracers attach first), then runs
+ * "ready RSEQ" (the size of the rseq area glibc registers for each thread, 0: none: glibc before
+ * 2.35, or glibc.pthread.rseq=0), waits for a line on stdin (the start gate, so that tracers attach first), then runs
  * ROUNDS rounds and prints "done":
  *   - the sleeper: nanosleep 20 ms in nap() (blocked in do_nanosleep);
  *   - the reader: read() of a pipe in wait_pipe() (blocked in pipe_read), woken by the writer;
@@ -14,6 +15,9 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+
+/* glibc >= 2.35 (weak: absent before, read as 0). */
+extern const unsigned int __rseq_size __attribute__((weak));
 
 static int rounds;
 static int pipefd[2];
@@ -91,7 +95,7 @@ int main(int argc, char **argv)
 	rounds = argc > 1 ? atoi(argv[1]) : 30;
 	if (pipe(pipefd))
 		return 1;
-	printf("ready\n");
+	printf("ready %u\n", &__rseq_size ? __rseq_size : 0);
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		return 1;
