@@ -123,6 +123,14 @@ fn frames_match_the_interpreters_own_stack() {
             PyDetect::Found(l) => l,
             other => panic!("{exe}: {other:?}"),
         };
+        // A kernel without PROCMAP_QUERY gives the maps' text: the same interpreter found there
+        // (`_PyRuntime` placed from the text's executable area, and by offset among its areas).
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        assert_eq!(
+            python::detect_in_maps_text(pid, &text),
+            PyDetect::Found(layout.clone()),
+            "{exe}: from the maps text"
+        );
         assert_eq!(
             (layout.version.0, layout.version.1),
             (major, minor),

@@ -125,6 +125,13 @@ pub fn detect(pid: u32) -> PyDetect {
     detect_in(pid, &lines, whole)
 }
 
+/// [`detect`] from the text of `/proc/PID/maps` as a kernel without `PROCMAP_QUERY` gives it
+/// (every area, `_PyRuntime` placed among them): for tests that compare the two paths.
+#[doc(hidden)]
+pub fn detect_in_maps_text(pid: u32, text: &str) -> PyDetect {
+    detect_in(pid, &parse_maps(text), true)
+}
+
 /// Whether a file is named like a CPython (`python3.X`, `libpython3.X.so`): the files the
 /// detection looks at.
 pub(crate) fn named_like_cpython(path: &str) -> bool {
@@ -140,7 +147,13 @@ pub(crate) fn detect_in(pid: u32, lines: &[MapsLine], whole: bool) -> PyDetect {
     let mut seen = Vec::new();
     for l in lines {
         let name = l.path.rsplit('/').next().unwrap_or("");
-        if l.kind() != LineKind::File || !named_like_cpython(&l.path) || seen.contains(&l.path) {
+        // Its executable area: the one runtime_by_bias places the file from (in the text, the
+        // file's first line is often a read-only area at the same offset).
+        if !l.exec
+            || l.kind() != LineKind::File
+            || !named_like_cpython(&l.path)
+            || seen.contains(&l.path)
+        {
             continue;
         }
         seen.push(l.path.clone());

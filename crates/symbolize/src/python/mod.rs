@@ -6,7 +6,9 @@ mod code;
 mod layout;
 
 pub use code::{line_of, read_code, read_mem, CodeInfo};
-pub use layout::{detect, supported_versions, table_offsets, PyDetect, PyLayout, PyOffsets};
+pub use layout::{
+    detect, detect_in_maps_text, supported_versions, table_offsets, PyDetect, PyLayout, PyOffsets,
+};
 pub(crate) use layout::{detect_in, named_like_cpython};
 
 /// The name a Python frame carries in reports: `FILE:QUALNAME` with the file's base name
