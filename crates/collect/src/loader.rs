@@ -301,7 +301,7 @@ impl Collector {
                     // The way the user named is refused: say so, with the refusal as the cause.
                     return Err(CollectError::OffCpuUserStacks {
                         way: ustack_words(way),
-                        why: "the kernel refused the program that takes them",
+                        why: "its program was refused",
                         source: Some(Box::new(e)),
                     });
                 }
@@ -459,6 +459,24 @@ fn ustack_words(u: OffCpuUstack) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names the named-way error matches refusals by are the programs' own.
+    #[test]
+    fn each_way_names_a_program_of_the_object() {
+        let offcpu = include_str!("bpf/record/offcpu.bpf.h");
+        let core = include_str!("bpf/cpu_account.bpf.c");
+        for way in [
+            OffCpuUstack::PKPROF_OFFCPU_USTACK_TASK_WORK,
+            OffCpuUstack::PKPROF_OFFCPU_USTACK_RSEQ,
+            OffCpuUstack::PKPROF_OFFCPU_USTACK_SYS_EXIT,
+        ] {
+            let decl = format!("BPF_PROG({},", ustack_program(way));
+            assert!(
+                offcpu.contains(&decl) || core.contains(&decl),
+                "{decl} is in no program source"
+            );
+        }
+    }
 
     #[test]
     fn off_cpu_ways_follow_the_choice_and_what_the_kernel_has() {

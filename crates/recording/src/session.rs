@@ -286,6 +286,8 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
         // An exited process's Python layout goes too: its PID may come back as another program.
         for pid in exited {
             self.python.forget(pid);
+            // Its captured areas are not a process that reuses its PID.
+            self.maps.executed(pid);
             // One system call per exited process given a layout, not per exited process (the
             // agent meets thousands a window under a fork loop).
             if self.python_in_kernel.remove(&pid) {

@@ -96,7 +96,8 @@ pub trait ProcessMaps {
     fn maps_generation(&self, _pid: u32) -> Option<u64> {
         None
     }
-    /// `pid` ran a new image (its exec record): what was captured of it is the old image's.
+    /// `pid` ran a new image (its exec record), or exited (its PID may come back as another
+    /// program): what was captured of it is not what runs under that PID next.
     fn executed(&mut self, _pid: u32) {}
     /// Whether `pid` runs a CPython pkprof can walk (asked at its first sample, and again for
     /// one found not Python when its maps change: see `maps_generation`).

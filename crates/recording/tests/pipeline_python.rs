@@ -145,6 +145,8 @@ fn a_process_is_looked_at_again_after_its_exec() {
     record(&mut kernel, &mut maps, TargetSet::Kernel, &[300], false);
     assert_eq!(maps.detections, [300, 300]);
     assert_eq!(maps.captures, [300, 300]);
+    // The maps side is told, so that its detection no longer takes the old image's areas.
+    assert_eq!(maps.executed, [300]);
 }
 
 /// A process found not Python at its first sample is looked at again when its maps change (its

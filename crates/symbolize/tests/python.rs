@@ -123,13 +123,18 @@ fn frames_match_the_interpreters_own_stack() {
             PyDetect::Found(l) => l,
             other => panic!("{exe}: {other:?}"),
         };
-        // A kernel without PROCMAP_QUERY gives the maps' text: the same interpreter found there
-        // (`_PyRuntime` placed from the text's executable area, and by offset among its areas).
+        // A kernel without PROCMAP_QUERY gives the maps' text: the same interpreter found there;
+        // and `_PyRuntime`, placed by the file's load bias, is where its file offset is mapped.
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
         assert_eq!(
             python::detect_in_maps_text(pid, &text),
             PyDetect::Found(layout.clone()),
             "{exe}: from the maps text"
+        );
+        assert_eq!(
+            python::runtime_by_offset_in_maps_text(pid, &text),
+            Some(layout.runtime),
+            "{exe}: _PyRuntime by the load bias and by its file offset"
         );
         assert_eq!(
             (layout.version.0, layout.version.1),

@@ -1,7 +1,7 @@
 /*
- * offcpu_mix ROUNDS: three threads that block in three different ways, for off-CPU tests. Prints
- * "ready RSEQ" (the size of the rseq area glibc registers for each thread, 0: none: glibc before
- * 2.35, or glibc.pthread.rseq=0), waits for a line on stdin (the start gate, so that tracers attach first), then runs
+ * offcpu_mix ROUNDS: three threads that block in three different ways, for off-CPU tests.
+ * Prints "ready RSEQ" (the size of the rseq area glibc registers for each thread; 0: none,
+ * as with glibc before 2.35 or glibc.pthread.rseq=0), waits for a line on stdin (the start gate, so that tracers attach first), then runs
  * ROUNDS rounds and prints "done":
  *   - the sleeper: nanosleep 20 ms in nap() (blocked in do_nanosleep);
  *   - the reader: read() of a pipe in wait_pipe() (blocked in pipe_read), woken by the writer;

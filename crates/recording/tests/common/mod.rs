@@ -136,6 +136,8 @@ pub(crate) struct FakeMaps {
     /// libpython after the exec's first sample).
     pub(crate) generations: HashMap<u32, u64>,
     pub(crate) mapped_later: HashMap<u32, PyDetect>,
+    /// The processes the session said ran a new image or exited (`executed`), in order.
+    pub(crate) executed: Vec<u32>,
 }
 
 impl FakeMaps {
@@ -150,6 +152,10 @@ impl FakeMaps {
 
 impl ProcessMaps for FakeMaps {
     type Error = String;
+
+    fn executed(&mut self, pid: u32) {
+        self.executed.push(pid);
+    }
 
     fn capture_process(&mut self, pid: u32) -> Result<(), String> {
         self.captures.push(pid);

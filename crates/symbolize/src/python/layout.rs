@@ -126,10 +126,27 @@ pub fn detect(pid: u32) -> PyDetect {
 }
 
 /// [`detect`] from the text of `/proc/PID/maps` as a kernel without `PROCMAP_QUERY` gives it
-/// (every area, `_PyRuntime` placed among them): for tests that compare the two paths.
+/// (candidates from its executable areas): for tests that compare the two paths.
 #[doc(hidden)]
 pub fn detect_in_maps_text(pid: u32, text: &str) -> PyDetect {
     detect_in(pid, &parse_maps(text), true)
+}
+
+/// Where `_PyRuntime` is by its file offset among the areas of a maps text (the lookup that
+/// [`runtime_by_bias`] spares): for tests that check the load-bias arithmetic against it.
+#[doc(hidden)]
+pub fn runtime_by_offset_in_maps_text(pid: u32, text: &str) -> Option<u64> {
+    let lines = parse_maps(text);
+    let candidates = (lines.iter())
+        .filter(|l| l.exec && l.kind() == LineKind::File && named_like_cpython(&l.path));
+    for l in candidates {
+        if let Some(Inspected::Found(found)) = inspect_area(pid, l) {
+            return (lines.iter())
+                .filter(|m| m.dev == l.dev && m.inode == l.inode)
+                .find_map(|m| m.address_of(found.runtime_file_off));
+        }
+    }
+    None
 }
 
 /// Whether a file is named like a CPython (`python3.X`, `libpython3.X.so`): the files the
@@ -303,22 +320,27 @@ static INSPECTED: Mutex<Option<HashMap<FileId, Inspected>>> = Mutex::new(None);
 const INSPECTED_MAX: usize = 64;
 
 /// What the file that area `l` of `pid` maps says about itself: the mapped file itself
-/// (`/proc/PID/map_files/START-END`, root only, which reaches a file deleted or replaced since),
-/// else the path through the process's root (its own view of the file system: containers) when
-/// it still names that file (the area's device and inode). None when it cannot be read.
+/// (`/proc/PID/map_files/START-END`, which reaches a file deleted or replaced since; it needs
+/// CAP_SYS_ADMIN), else the path through the process's root (its own view of the file system:
+/// containers) while it still names that file: not deleted, the same inode (not the device too:
+/// btrfs subvolumes and older overlayfs report another device to `stat` than maps shows). A file
+/// inspected before is known by its `stat` alone; one opened is inspected only if it is the file
+/// that was `stat`ed (a rename between the two would cache another file's answer). None when it
+/// cannot be read.
 fn inspect_area(pid: u32, l: &MapsLine) -> Option<Inspected> {
     use std::os::unix::fs::MetadataExt;
 
+    let id_of = |m: &std::fs::Metadata| (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
     let mapped = format!("/proc/{pid}/map_files/{:x}-{:x}", l.start, l.end);
-    let by_path = format!("/proc/{pid}/root{}", l.path);
-    for (path, check) in [(mapped, false), (by_path, true)] {
+    let by_path = (!l.deleted).then(|| format!("/proc/{pid}/root{}", l.path));
+    for path in [Some(mapped), by_path].into_iter().flatten() {
         let Ok(m) = std::fs::metadata(&path) else {
             continue;
         };
-        if check && (maps_dev(m.dev()), m.ino()) != (l.dev, l.inode) {
+        if m.ino() != l.inode {
             continue; // replaced since it was mapped: not the file mapped
         }
-        let id = (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec());
+        let id = id_of(&m);
         if let Some(known) = INSPECTED
             .lock()
             .ok()
@@ -329,6 +351,9 @@ fn inspect_area(pid: u32, l: &MapsLine) -> Option<Inspected> {
         let Ok(file) = File::open(&path) else {
             continue;
         };
+        if file.metadata().ok().map(|m| id_of(&m)) != Some(id) {
+            continue;
+        }
         let found = inspect_file(&file);
         if let Ok(mut c) = INSPECTED.lock() {
             let c = c.get_or_insert_with(HashMap::new);
@@ -340,14 +365,6 @@ fn inspect_area(pid: u32, l: &MapsLine) -> Option<Inspected> {
         return Some(found);
     }
     None
-}
-
-/// A `stat` device number as maps lines write it (`major << 32 | minor`; glibc's encoding of
-/// `dev_t`, as `major(3)` and `minor(3)` decode it).
-fn maps_dev(st_dev: u64) -> u64 {
-    let major = ((st_dev >> 8) & 0xfff) | ((st_dev >> 32) & !0xfff);
-    let minor = (st_dev & 0xff) | ((st_dev >> 12) & !0xff);
-    (major << 32) | (minor & 0xffff_ffff)
 }
 
 /// Reads `Py_Version` and `_PyRuntime` from a binary's dynamic symbols (or its symbol table).
@@ -457,7 +474,7 @@ fn debug_offsets(d: &[u8], major: u8, minor: u8, base: &PyOffsets) -> Option<PyO
 
 #[cfg(test)]
 mod tests {
-    use super::{maps_dev, runtime_by_bias, version_in_name, Found, LoadSegment};
+    use super::{runtime_by_bias, version_in_name, Found, LoadSegment};
     use crate::maps::MapsLine;
 
     /// `_PyRuntime` placed from an executable area, for the layouts linkers write. Each case:
@@ -560,18 +577,6 @@ mod tests {
             };
             assert_eq!(runtime_by_bias(&found, &area, page), want, "{name}");
         }
-    }
-
-    #[test]
-    fn stat_devices_read_as_maps_lines_write_them() {
-        // makedev(8, 1) and makedev(259, 65537) in glibc's encoding.
-        assert_eq!(maps_dev(0x801), 8 << 32 | 1);
-        let (major, minor) = (259u64, 65537u64);
-        let dev = ((major & 0xfff) << 8)
-            | ((major & !0xfff) << 32)
-            | (minor & 0xff)
-            | ((minor & !0xff) << 12);
-        assert_eq!(maps_dev(dev), major << 32 | minor);
     }
 
     #[test]

@@ -7,7 +7,8 @@ mod layout;
 
 pub use code::{line_of, read_code, read_mem, CodeInfo};
 pub use layout::{
-    detect, detect_in_maps_text, supported_versions, table_offsets, PyDetect, PyLayout, PyOffsets,
+    detect, detect_in_maps_text, runtime_by_offset_in_maps_text, supported_versions, table_offsets,
+    PyDetect, PyLayout, PyOffsets,
 };
 pub(crate) use layout::{detect_in, named_like_cpython};
 
