@@ -281,24 +281,28 @@ impl Collector {
         };
         // A kernel may have the task-work kfunc and still refuse it from a tracepoint program
         // (6.18.44-fc-v1252: "sleepable callback in a program that is not sleepable"), or refuse
-        // another way's program: each refused way gives its place to the next.
+        // another way's program: each way whose own program is refused gives its place to the
+        // next.
         let mut ways = ways.into_iter().peekable();
         let (mut skel, mut links, used) = loop {
             let way = ways
                 .next()
                 .expect("at least one way: the last is tried, not skipped");
             match start(way) {
-                Err(e @ (CollectError::Load { .. } | CollectError::Attach { .. }))
-                    if off_cpu && ways.peek().is_some() =>
-                {
-                    tracing::info!(
-                        "off-CPU user stacks {}: {e}; taking them {} instead",
-                        ustack_words(way),
-                        ustack_words(*ways.peek().expect("peeked"))
-                    );
-                }
-                Err(e) if named_way && refused_program(&e) == Some(ustack_program(way)) => {
-                    // The way the user named is refused: say so, with the refusal as the cause.
+                // The way's own program refused: the next way, if there is one; else a named
+                // way says so, with the refusal as the cause. Any other refusal is the error.
+                Err(e) if off_cpu && refused_program(&e) == Some(ustack_program(way)) => {
+                    if let Some(next) = ways.peek() {
+                        tracing::info!(
+                            "off-CPU user stacks {}: {e}; taking them {} instead",
+                            ustack_words(way),
+                            ustack_words(*next)
+                        );
+                        continue;
+                    }
+                    if !named_way {
+                        return Err(e);
+                    }
                     return Err(CollectError::OffCpuUserStacks {
                         way: ustack_words(way),
                         why: "its program was refused",

@@ -332,9 +332,9 @@ impl Symbolizer {
         }
     }
 
-    /// `pid` ran a new image: its captured mappings stay (they name its samples from before, and
-    /// code outside them is captured as it appears), but the Python detection no longer takes
-    /// them for current.
+    /// `pid` ran a new image, or exited (its PID may come back): its captured mappings stay
+    /// (they name its samples from before, and code outside them is captured as it appears), but
+    /// the Python detection no longer takes them for current.
     pub fn executed(&mut self, pid: u32) {
         if let Some(p) = self.processes.get_mut(&pid) {
             p.executed();

@@ -260,12 +260,10 @@ impl Process {
     }
 }
 
-/// The executable, file-backed lines of `lines` whose file is named like a CPython (the files
-/// `python::detect` looks at).
+/// The lines of `lines` that the Python detection looks at (`python::is_candidate`).
 fn python_named(lines: &[MapsLine]) -> Vec<MapsLine> {
     (lines.iter())
-        .filter(|l| l.exec && l.kind() == LineKind::File)
-        .filter(|l| crate::python::named_like_cpython(&l.path))
+        .filter(|l| crate::python::is_candidate(l))
         .cloned()
         .collect()
 }

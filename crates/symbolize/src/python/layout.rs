@@ -137,22 +137,28 @@ pub fn detect_in_maps_text(pid: u32, text: &str) -> PyDetect {
 #[doc(hidden)]
 pub fn runtime_by_offset_in_maps_text(pid: u32, text: &str) -> Option<u64> {
     let lines = parse_maps(text);
-    let candidates = (lines.iter())
-        .filter(|l| l.exec && l.kind() == LineKind::File && named_like_cpython(&l.path));
-    for l in candidates {
+    for l in lines.iter().filter(|l| is_candidate(l)) {
         if let Some(Inspected::Found(found)) = inspect_area(pid, l) {
-            return (lines.iter())
-                .filter(|m| m.dev == l.dev && m.inode == l.inode)
-                .find_map(|m| m.address_of(found.runtime_file_off));
+            return mapped_at(&lines, l, found.runtime_file_off);
         }
     }
     None
 }
 
-/// Whether a file is named like a CPython (`python3.X`, `libpython3.X.so`): the files the
-/// detection looks at.
-pub(crate) fn named_like_cpython(path: &str) -> bool {
-    path.rsplit('/').next().unwrap_or("").contains("python")
+/// Whether the detection looks at area `l`: an executable area of a file named like a CPython
+/// (`python3.X`, `libpython3.X.so`); the one [`runtime_by_bias`] places its file from (in the
+/// text, a file's first line is often a read-only area at the same offset).
+pub(crate) fn is_candidate(l: &MapsLine) -> bool {
+    l.exec
+        && l.kind() == LineKind::File
+        && l.path.rsplit('/').next().unwrap_or("").contains("python")
+}
+
+/// Where byte `file_off` of the file that area `l` maps lies, among `lines`' areas of that file.
+fn mapped_at(lines: &[MapsLine], l: &MapsLine, file_off: u64) -> Option<u64> {
+    (lines.iter())
+        .filter(|m| m.dev == l.dev && m.inode == l.inode)
+        .find_map(|m| m.address_of(file_off))
 }
 
 /// [`detect`] over maps lines already read: the executable areas (`whole` false), or every line
@@ -163,16 +169,10 @@ pub(crate) fn named_like_cpython(path: &str) -> bool {
 pub(crate) fn detect_in(pid: u32, lines: &[MapsLine], whole: bool) -> PyDetect {
     let mut seen = Vec::new();
     for l in lines {
-        let name = l.path.rsplit('/').next().unwrap_or("");
-        // Its executable area: the one runtime_by_bias places the file from (in the text, the
-        // file's first line is often a read-only area at the same offset).
-        if !l.exec
-            || l.kind() != LineKind::File
-            || !named_like_cpython(&l.path)
-            || seen.contains(&l.path)
-        {
+        if !is_candidate(l) || seen.contains(&l.path) {
             continue;
         }
+        let name = l.path.rsplit('/').next().unwrap_or("");
         seen.push(l.path.clone());
         let Some(inspected) = inspect_area(pid, l) else {
             continue;
@@ -190,22 +190,16 @@ pub(crate) fn detect_in(pid: u32, lines: &[MapsLine], whole: bool) -> PyDetect {
         };
         // `_PyRuntime`'s bytes in the file, and where that file offset is mapped.
         let off = found.runtime_file_off;
-        // The file's areas in maps lines: the one that holds this offset.
-        let in_lines = |lines: &[MapsLine]| {
-            (lines.iter())
-                .filter(|m| m.dev == l.dev && m.inode == l.inode)
-                .find_map(|m| m.address_of(off))
-        };
         let runtime = match runtime_by_bias(&found, l, page_size()) {
             Some(at) => Some(at),
-            None if whole => in_lines(lines),
+            None if whole => mapped_at(lines, l, off),
             None => match crate::procmap::file_offset_address(pid, l.dev, l.inode, off) {
                 Some(Ok(at)) => at,
                 Some(Err(_)) => None, // gone
                 // The kernel refused the query this time: the text, read now.
                 None => std::fs::read_to_string(format!("/proc/{pid}/maps"))
                     .ok()
-                    .and_then(|text| in_lines(&parse_maps(&text))),
+                    .and_then(|text| mapped_at(&parse_maps(&text), l, off)),
             },
         };
         let Some(runtime) = runtime else {

@@ -10,7 +10,7 @@ pub use layout::{
     detect, detect_in_maps_text, runtime_by_offset_in_maps_text, supported_versions, table_offsets,
     PyDetect, PyLayout, PyOffsets,
 };
-pub(crate) use layout::{detect_in, named_like_cpython};
+pub(crate) use layout::{detect_in, is_candidate};
 
 /// The name a Python frame carries in reports: `FILE:QUALNAME` with the file's base name
 /// (`fib.py:fib`, `app.py:Server.handle`).
