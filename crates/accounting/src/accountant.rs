@@ -183,15 +183,21 @@ impl Accountant {
         for r in rows.iter().filter(|r| r.exited) {
             bucket_row(&mut self.exited, r, &self.filter);
         }
+        let (mut missed, mut recovered) = (0u64, 0u64);
         for c in &snap.cpus {
             b.wall_ns += c.total_ns();
             b.idle_ns += c.idle_ns;
             b.kernel_ns += c.kernel_irq_ns + c.orphan_wq_ns + c.untracked_kernel_ns;
             b.in_flight_ns += c.in_flight_ns;
-            b.other_ns += c.missed_ns + c.untracked_ns;
-            b.unreported_ns += c.missed_ns;
+            b.other_ns += c.untracked_ns;
             b.untracked_ns += c.untracked_ns;
+            missed += c.missed_ns;
+            recovered += c.recovered_ns;
         }
+        // Recovered time is billed to its thread on whichever CPU found it, so only the sums
+        // over CPUs compare; one CPU's recovery can read before another's missed time.
+        b.unreported_ns = missed.saturating_sub(recovered);
+        b.other_ns += b.unreported_ns;
         b.kernel_ns += snap.swept_expired_ns;
         b.in_flight_ns += snap.sockets_pending_ns;
         b

@@ -159,6 +159,9 @@ pub struct CpuCounters {
     /// Part of `task_ns` run by a thread whose switch-out the kernel never reported: charged to
     /// no thread (see `LostCounters::missed_switch`).
     pub missed_ns: u64,
+    /// Time a thread ran unreported, found and billed to it at its next reported switch-out (on
+    /// this CPU, whichever CPU's `missed_ns` holds it): missed time that is missed no longer.
+    pub recovered_ns: u64,
     /// Own task time of user threads that had no entry in the full thread table: charged to no
     /// thread, OTHER (see `LostCounters::thread_map_full`).
     pub untracked_ns: u64,
@@ -197,6 +200,7 @@ impl CpuCounters {
             expired_tags: self.expired_tags.max(earlier.expired_tags),
             in_flight_ns: self.in_flight_ns,
             missed_ns: self.missed_ns.max(earlier.missed_ns),
+            recovered_ns: self.recovered_ns.max(earlier.recovered_ns),
             untracked_ns: self.untracked_ns.max(earlier.untracked_ns),
             untracked_kernel_ns: self.untracked_kernel_ns.max(earlier.untracked_kernel_ns),
         }
@@ -219,7 +223,8 @@ pub struct LostCounters {
     pub ctx_reset: u64,
     /// A socket, block request or work item did not fit in its tag table (its work went to KERNEL).
     pub tag_map_full: u64,
-    /// A thread's switch-out was never reported by the kernel; its last slice is in `missed_ns`.
+    /// A switch the kernel never reported: a thread left, and the time until another switch is in
+    /// `missed_ns` until that thread's next reported switch-out bills it (`recovered_ns`).
     pub missed_switch: u64,
     /// Times the kernel skipped one of our programs because another BPF program was running.
     pub bpf_recursion_misses: u64,

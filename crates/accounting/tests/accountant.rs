@@ -365,6 +365,45 @@ fn untracked_time_goes_to_other_and_kernel_not_nowhere() {
     );
 }
 
+/// A thread that ran unreported on CPU 0 (its time there missed) is billed it at its next
+/// reported switch-out on CPU 1 (recovered there): the missed time left is the sums' difference
+/// over CPUs, not per CPU, and the buckets still add up.
+#[test]
+fn recovered_time_leaves_other_across_cpus() {
+    let mut a = Accountant::new(false, Filter::default(), 0);
+    let cpus = vec![
+        CpuCounters {
+            cpu: 0,
+            idle_ns: 200 * MS,
+            task_ns: 800 * MS,
+            missed_ns: 300 * MS,
+            ..CpuCounters::default()
+        },
+        CpuCounters {
+            cpu: 1,
+            idle_ns: 500 * MS,
+            task_ns: 500 * MS,
+            recovered_ns: 250 * MS,
+            ..CpuCounters::default()
+        },
+    ];
+    // The thread: 500 ms on CPU 0, 250 of CPU 0's missed 300 (recovered on CPU 1), 500 on CPU 1.
+    let s = Snapshot {
+        mono_ns: 1000 * MS,
+        threads: vec![thread(10, 10, "app", 1250, 0, false)],
+        cpus,
+        ..Snapshot::default()
+    };
+    let b = a.update(&s, SelfUsage::default()).buckets;
+    assert_eq!(b.processes_ns, 1250 * MS);
+    assert_eq!(b.unreported_ns, 50 * MS);
+    assert_eq!(b.other_ns, 50 * MS);
+    assert_eq!(
+        b.idle_ns + b.processes_ns + b.other_ns + b.kernel_ns + b.in_flight_ns,
+        b.wall_ns
+    );
+}
+
 /// The interactive view's `H` switches rows between processes and threads mid-run: the since-start
 /// buckets still hold every nanosecond once, whichever way and however often it switches, also
 /// for a thread that exited while its process runs on (counted in the process row, then in the

@@ -214,22 +214,70 @@ fn tick_aliasing() {
 #[ignore = "needs root and BPF"]
 fn thread_busy_fractions() {
     let bin = build_workload("thread_duty");
-    let fractions = ["0.2", "0.5", "0.8"];
-    let mut args = vec!["4", "10"]; // 4 s, 10 ms periods
-    args.extend(fractions);
-    let mut w = Proc::spawn(cmd(&bin, &args));
-    let pid = w.pid();
-    let mut top = Top::start(&["-d", "0.5", "-H", "-p", &pid.to_string()]);
+    let w = Proc::spawn(cmd(&bin, &["4", "10", "0.2", "0.5", "0.8"])); // 4 s, 10 ms periods
+    let pid = w.pid().to_string();
+    let top = Top::start(&["-d", "0.5", "-H", "-p", &pid]);
+    let lost = threads_match_their_clocks("thread_busy_fractions", top, vec![(w, 3)]);
+    eprintln!("thread_busy_fractions: pkprof lost counters {lost}");
+}
+
+/// The kernel sometimes leaves a switch unreported (docs/design.md, "Lost switches"; on these VMs
+/// the switch-outs of some threads outside our PID namespace). Here one in every three switches to
+/// or from a thread of one workload is ignored (PKPROF_TEST_HIDE_SWITCHES), while a second
+/// workload shares its CPU: every thread of both must still match its own
+/// CLOCK_THREAD_CPUTIME_ID. What a thread ran unseen is billed to it at its next reported
+/// switch-out; no thread is billed another's stretch.
+#[test]
+#[ignore = "needs root and BPF"]
+fn unreported_switches_bill_no_one_else() {
+    let bin = build_workload("thread_duty");
+    let on_cpu0 = |args: &[&str]| {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "0"]).arg(&bin).args(args);
+        Proc::spawn(c)
+    };
+    let hidden = on_cpu0(&["3", "2", "0.3"]); // 3 s, 2 ms periods: many short slices
+    let other = on_cpu0(&["3", "10", "0.2", "0.4"]);
+    let (h, o) = (hidden.pid().to_string(), other.pid().to_string());
+    let (top, _, _stderr) = Top::start_with_env(
+        &["-d", "0.5", "-H", "-p", &format!("{h},{o}")],
+        &[("PKPROF_TEST_HIDE_SWITCHES", &format!("{h}:3"))],
+    );
+    let lost = threads_match_their_clocks(
+        "unreported_switches_bill_no_one_else",
+        top,
+        vec![(hidden, 1), (other, 2)],
+    );
+    eprintln!("unreported_switches_bill_no_one_else: pkprof lost counters {lost}");
+    assert!(
+        lost["missed_switch"].as_u64().unwrap_or(0) > 100,
+        "the switches were not hidden: {lost}"
+    );
+}
+
+/// Starts `thread_duty` workloads (each with its number of threads; each waits for a line on
+/// stdin) and checks every thread's final pkprof on-CPU (`top -H`) against its own
+/// CLOCK_THREAD_CPUTIME_ID: within 0.5%, and longer by at most the host's steal. Returns the lost
+/// counters of the last frame.
+fn threads_match_their_clocks(test: &str, mut top: Top, workloads: Vec<(Proc, usize)>) -> Value {
     let steal_before = steal_ns();
-    w.send_line("go");
+    let mut workloads = workloads;
+    for (w, _) in &mut workloads {
+        w.send_line("go");
+    }
     // tid -> (busy fraction, CLOCK_THREAD_CPUTIME_ID, context switches)
     let mut truth: HashMap<u64, (String, u64, u64)> = HashMap::new();
-    for _ in fractions {
-        let t = w.expect("thread", 20 * SEC);
-        let (cpu, csw) = (t[2].parse().unwrap(), t[3].parse().unwrap());
-        truth.insert(t[0].parse().unwrap(), (t[1].clone(), cpu, csw));
+    for (w, threads) in &mut workloads {
+        for _ in 0..*threads {
+            let t = w.expect("thread", 20 * SEC);
+            let (cpu, csw) = (t[2].parse().unwrap(), t[3].parse().unwrap());
+            truth.insert(t[0].parse().unwrap(), (t[1].clone(), cpu, csw));
+        }
     }
-    w.wait(10 * SEC);
+    let pids: Vec<u32> = workloads.iter().map(|(w, _)| w.pid()).collect();
+    for (w, _) in &mut workloads {
+        w.wait(10 * SEC);
+    }
     let steal = steal_ns() - steal_before;
     // Each thread's last row (the one marked exited) holds its final totals.
     let mut last: HashMap<u64, Value> = HashMap::new();
@@ -237,13 +285,10 @@ fn thread_busy_fractions() {
         for r in rows(f) {
             last.insert(r["tid"].as_u64().expect("-H rows have a tid"), r.clone());
         }
-        row_of(f, pid).is_some_and(is_exited)
+        pids.iter()
+            .all(|&pid| row_of(f, pid).is_some_and(is_exited))
     });
-    eprintln!(
-        "thread_busy_fractions: pkprof lost counters {}; steal on all CPUs over the run {:.0} ms",
-        fin["lost"],
-        ms(steal)
-    );
+    eprintln!("{test}: steal on all CPUs over the run {:.0} ms", ms(steal));
     // Print every thread before asserting on any.
     let mut results = Vec::new();
     for (tid, (frac, exact, csw)) in &truth {
@@ -253,8 +298,8 @@ fn thread_busy_fractions() {
         assert!(is_exited(row), "thread {tid}'s exited row was never shown");
         let pk = on_cpu_ns(row);
         eprintln!(
-            "thread_busy_fractions: tid {tid} (busy {frac}): CLOCK_THREAD_CPUTIME_ID {:.3} ms, \
-             pkprof {:.3} ms, error {:.3}%; context switches: kernel {csw}, pkprof {}",
+            "{test}: tid {tid} (busy {frac}): CLOCK_THREAD_CPUTIME_ID {:.3} ms, pkprof {:.3} ms, \
+             error {:.3}%; context switches: kernel {csw}, pkprof {}",
             ms(*exact),
             ms(pk),
             rel_err(pk, *exact) * 100.0,
@@ -279,6 +324,7 @@ fn thread_busy_fractions() {
             ms(steal)
         );
     }
+    fin["lost"].clone()
 }
 
 /// 1,000 children of ~1.5 ms each: the sum of their final pkprof totals must match what the

@@ -207,6 +207,10 @@ impl Collector {
                 ro.vfork_nr = nr("vfork");
                 ro.execve_nr = syscalls::Sysno::execve.id() as u32;
                 ro.execveat_nr = syscalls::Sysno::execveat.id() as u32;
+                if let Some((pid, every)) = preflight::hidden_switches() {
+                    ro.test_hide_pid = pid;
+                    ro.test_hide_every = every;
+                }
                 if let Some(rec) = &options.record {
                     ro.record_mode = true;
                     ro.follow_children = rec.follow_children;

@@ -73,6 +73,18 @@ pub fn check_kernel_btf() -> Result<(), CollectError> {
 /// to run pkprof as on a kernel without them (crates/cli/tests/chain_off.rs). Not for users.
 pub(crate) const HIDE_TRACEPOINTS_ENV: &str = "PKPROF_TEST_HIDE_TRACEPOINTS";
 
+/// Test-only: "PID:EVERY" has the switch program ignore one in every EVERY switches to or from
+/// a thread of process PID, as the kernel sometimes leaves a switch unreported
+/// (crates/cli/tests/accuracy.rs, docs/design.md "Lost switches"). Not for users.
+const HIDE_SWITCHES_ENV: &str = "PKPROF_TEST_HIDE_SWITCHES";
+
+/// The process and the one-in-how-many of `HIDE_SWITCHES_ENV`, when set and well formed.
+pub(crate) fn hidden_switches() -> Option<(u32, u32)> {
+    let v = std::env::var(HIDE_SWITCHES_ENV).ok()?;
+    let (pid, every) = v.split_once(':')?;
+    Some((pid.parse().ok()?, every.parse::<u32>().ok()?.max(1)))
+}
+
 /// How tracepoints are looked up: through tracefs's event list, or through the kernel's BTF
 /// (a `btf_trace_<event>` typedef exists for every tracepoint) when tracefs cannot be mounted.
 enum Source {

@@ -390,6 +390,7 @@ impl Collector {
             expired_tags: c.expired_tags,
             in_flight_ns: c.tag_ns + c.task_tag_ns,
             missed_ns: c.missed_ns,
+            recovered_ns: c.recovered_ns,
             untracked_ns: c.untracked_ns,
             untracked_kernel_ns: c.untracked_kernel_ns,
         };

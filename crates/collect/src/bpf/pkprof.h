@@ -213,6 +213,9 @@ struct pkprof_thread {
 	 * the process leaves the target set, so user space sees it in the thread's last read. */
 	__u32 target;
 	__u32 pad_wall;
+	/* se.sum_exec_runtime at its last reported switch-out (0 = none yet): what it ran from then
+	 * on to a reported switch-in ran unseen (recover_unseen). */
+	__u64 sum_out;
 	struct pkprof_wall wall; /* the wall chain's classes */
 };
 
@@ -357,6 +360,12 @@ struct pkprof_cpu {
 	__s64 slice_skew_ns;
 	/* cur_tid's se.sum_exec_runtime when it was switched in (+1; 0 = unknown). */
 	__u64 sum_at_in;
+	/* cur_tid's context switches (nvcsw + nivcsw) after that switch-in (0 = unknown): more at
+	 * its switch-out means it left and came back unreported (see follow_scheduler_slice). */
+	__u64 csw_at_in;
+	/* Task time of threads that ran unreported, found at their next reported switch-out and
+	 * billed to them there (taken back from missed_ns, of any CPU; see recover_unseen). */
+	__u64 recovered_ns;
 	/* This CPU's steal time (rq->prev_steal_time_rq) at that switch-in (+1; 0 = unknown). */
 	__u64 steal_at_in;
 	/* During a switch: the state prev leaves in, 0 when it stays runnable (preempted). */
