@@ -84,9 +84,10 @@ static __always_inline __u64 switch_count(struct task_struct *t)
  * CPU's idle time, so the CPU's parts still add up to wall time.
  *
  * start is prev's runtime when this CPU's slice of it began (see on_sched_switch). A thread that
- * left this CPU and came back without either switch reported (its switch count moved on) ran only
- * its own runtime of our slice: the rest was another thread's, unseen, and goes to missed_ns
- * (docs/design.md, "Lost switches"), whatever its size.
+ * left this CPU and came back without either switch reported (its switch count moved on; not
+ * se.prev_sum_exec_runtime, which is also reset when a running task changes group, autogroup at
+ * exit for one) ran only its own runtime of our slice: the rest was another thread's, unseen, and
+ * goes to missed_ns (docs/design.md, "Lost switches"), whatever its size.
  */
 static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct task_struct *prev,
 						   __u64 steal, __u64 start)
