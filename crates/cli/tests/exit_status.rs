@@ -192,13 +192,24 @@ fn ends_the_command(sub: &str, how: Option<i32>) {
     };
     let mut rest = duration.to_vec();
     rest.extend(["--", "sleep", "30"]);
-    let child = Command::new(pkprof_bin())
+    let mut pkprof = Command::new(pkprof_bin());
+    pkprof
         .args(args_of(sub, file.to_str().unwrap(), &rest))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    // pkprof starts the command with the SIGINT/SIGTERM dispositions it inherited, as strace
+    // does: a suite run as a background job of a non-interactive shell ignores SIGINT, and so
+    // would the sleep. The test is of pkprof's forwarding, so both start at the default.
+    // SAFETY: signal(2) only, async-signal-safe, between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut pkprof, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let child = pkprof.spawn().unwrap();
     let sleep = command_of(child.id(), "sleep");
     if let Some(sig) = how {
         // Sampling or counting runs by now (the command runs after pkprof set everything up).
