@@ -156,8 +156,9 @@ pub struct CpuCounters {
     pub expired_tags: u64,
     /// Tagged time on this CPU not yet credited to anyone (open tag, running work item).
     pub in_flight_ns: u64,
-    /// Part of `task_ns` run by a thread whose switch-out the kernel never reported: charged to
-    /// no thread (see `LostCounters::missed_switch`).
+    /// Part of `task_ns` run around a switch the kernel never reported: charged to no thread
+    /// here (see `LostCounters::missed_switch`); the thread's next reported switch-out may find
+    /// it (`recovered_ns`).
     pub missed_ns: u64,
     /// Time a thread ran unreported, found and billed to it at its next reported switch-out (on
     /// this CPU, whichever CPU's `missed_ns` holds it): missed time that is missed no longer.

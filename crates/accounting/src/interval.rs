@@ -117,8 +117,9 @@ pub struct Buckets {
     pub kernel_ns: u64,
     /// Tagged work not yet credited: receive time waiting for the socket's reader, open tags.
     pub in_flight_ns: u64,
-    /// Part of `other_ns`: task time of threads whose switch-out the kernel never reported (seen
-    /// for threads outside pkprof's PID namespace; see `lost.missed_switch`).
+    /// Part of `other_ns`: task time run around switches the kernel never reported (seen for
+    /// threads outside pkprof's PID namespace; see `lost.missed_switch`) and not found since at
+    /// the thread's next reported switch-out: the CPUs' `missed_ns` less their `recovered_ns`.
     pub unreported_ns: u64,
     /// Part of `other_ns`: own time of user threads that found the thread table full (see
     /// `lost.thread_map_full`; raise `--max-threads`).

@@ -181,6 +181,12 @@ static __always_inline void charge_tag(struct pkprof_cpu *c, __u64 d)
 		c->kernel_irq_ns += d;
 }
 
+/* A task's context switches so far; at sched_switch, the switch reported is counted in prev's. */
+static __always_inline __u64 switch_count(struct task_struct *t)
+{
+	return t->nvcsw + t->nivcsw;
+}
+
 /* Charges the time since the CPU's last event to the context that was running. */
 static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 {

@@ -70,12 +70,6 @@ static __always_inline __u64 pending_irq_ns(struct pkprof_cpu *c)
 	return ns;
 }
 
-/* A task's context switches so far; the switch being reported is already counted in prev's. */
-static __always_inline __u64 switch_count(struct task_struct *t)
-{
-	return t->nvcsw + t->nivcsw;
-}
-
 /*
  * Bills prev's slice as long as the scheduler timed it (se.sum_exec_runtime, what the task's own
  * CPU clocks read), not from our timestamps: after a wakeup that preempts, the scheduler skips its
@@ -83,11 +77,12 @@ static __always_inline __u64 switch_count(struct task_struct *t)
  * previous slice there; steal time is left out. The difference moves between this thread and the
  * CPU's idle time, so the CPU's parts still add up to wall time.
  *
- * start is prev's runtime when this CPU's slice of it began (see on_sched_switch). A thread that
- * left this CPU and came back without either switch reported (its switch count moved on; not
- * se.prev_sum_exec_runtime, which is also reset when a running task changes group, autogroup at
- * exit for one) ran only its own runtime of our slice: the rest was another thread's, unseen, and
- * goes to missed_ns (docs/design.md, "Lost switches"), whatever its size.
+ * start is prev's runtime when this CPU's slice of it began (see on_sched_switch). A thread of
+ * any class that left this CPU and came back without either switch reported (its switch count
+ * moved on; not se.prev_sum_exec_runtime, which is also reset when a running task changes group,
+ * autogroup at exit for one) ran only its own runtime of our slice: the rest was another
+ * thread's, unseen, and goes to missed_ns (docs/design.md, "lost switches"), whatever its size;
+ * so does the part of it an open work item took. The rest of this function is for fair threads.
  */
 static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct task_struct *prev,
 						   __u64 steal, __u64 start)
@@ -97,6 +92,8 @@ static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct 
 	__s64 skew;
 
 	if (c->csw_at_in && switch_count(prev) != c->csw_at_in) {
+		__u64 cut;
+
 		task = slice > billed ? slice - billed : 0;
 		if (task >= had)
 			return;
@@ -108,8 +105,19 @@ static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct 
 			c->pending.sys_ns = 0;
 			c->pending.unsplit_ns = task;
 		}
+		if (task_tag_runs(c, c->cur_tid)) {
+			cut = had - task;
+			if (cut > c->task_tag_ns)
+				cut = c->task_tag_ns;
+			if (cut > c->pending.served_out_ns)
+				cut = c->pending.served_out_ns;
+			c->task_tag_ns -= cut;
+			c->pending.served_out_ns -= cut;
+		}
 		return;
 	}
+	if (!is_fair(prev))
+		return;
 	/* Our clock ran on while the hypervisor held the CPU; the scheduler's did not. */
 	if (c->steal_at_in && steal + 1 > c->steal_at_in)
 		stolen = steal + 1 - c->steal_at_in;
@@ -144,11 +152,17 @@ static __always_inline void follow_scheduler_slice(struct pkprof_cpu *c, struct 
  * counted in recovered_ns, which the accountant takes out of the missed time.
  */
 static __always_inline void recover_unseen(struct pkprof_cpu *c, struct pkprof_thread *e,
-					   __u64 start, __u64 sum)
+					   struct task_struct *prev, __u64 start, __u64 sum)
 {
 	__u64 last = e->sum_out, gap;
 
 	e->sum_out = sum;
+	if (e->sum_task != (__u64)prev) {
+		/* Not the task whose runtime sum_out is (a tid handed on by a non-leader's
+		 * execve, a tid reused before its entry was freed): nothing to compare. */
+		e->sum_task = (__u64)prev;
+		return;
+	}
 	if (!last || !start || start <= last || start > sum)
 		return;
 	gap = start - last;
@@ -181,7 +195,8 @@ static __always_inline void charge_untracked(struct pkprof_cpu *c, struct task_s
 /*
  * Test-only (PKPROF_TEST_HIDE_SWITCHES, loader.rs): one in every test_hide_every switches to or
  * from a thread of process test_hide_pid is ignored, as the kernel sometimes leaves one
- * unreported (docs/design.md, "Lost switches"). 0: none, and the verifier drops the test.
+ * unreported (docs/design.md, "lost switches"); never an exiting thread's (its last stretch
+ * would be lost, and the test would measure its length). 0: none, and the verifier drops it.
  */
 const volatile __u32 test_hide_pid = 0;
 const volatile __u32 test_hide_every = 1;
@@ -198,6 +213,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (!c)
 		return 0;
 	if (test_hide_pid && (prev->tgid == test_hide_pid || next->tgid == test_hide_pid) &&
+	    !(prev->flags & PF_EXITING) &&
 	    __sync_fetch_and_add(&test_hide_seen, 1) % test_hide_every == 0)
 		return 0;
 	steal = cpu_steal_ns(prev);
@@ -253,12 +269,12 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		e = thread_entry(c, prev, now);
 		/* Seen leaving another CPU since: it came back here unreported, and what it ran
 		 * before that was billed there (or recovered). */
-		if (e && e->sum_out > start && e->sum_out <= sum)
+		if (e && e->sum_task == (__u64)prev && e->sum_out > start && e->sum_out <= sum)
 			start = e->sum_out;
-		if (c->sum_at_in && is_fair(prev))
+		if (c->sum_at_in)
 			follow_scheduler_slice(c, prev, steal, start);
 		if (e)
-			recover_unseen(c, e, start, sum);
+			recover_unseen(c, e, prev, start, sum);
 		c->pending.switches++;
 		if (e && split_modes) {
 			e->sys_enter_ns = c->sys_enter_ns;

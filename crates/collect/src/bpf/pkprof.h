@@ -213,9 +213,11 @@ struct pkprof_thread {
 	 * the process leaves the target set, so user space sees it in the thread's last read. */
 	__u32 target;
 	__u32 pad_wall;
-	/* se.sum_exec_runtime at its last reported switch-out (0 = none yet): what it ran from then
-	 * on to a reported switch-in ran unseen (recover_unseen). */
+	/* se.sum_exec_runtime at its last reported switch-out (0 = none yet), and of which task (its
+	 * address: a tid can pass to another task): what it ran from then on to a reported
+	 * switch-in ran unseen (recover_unseen). */
 	__u64 sum_out;
+	__u64 sum_task;
 	struct pkprof_wall wall; /* the wall chain's classes */
 };
 
@@ -238,7 +240,7 @@ struct pkprof_lost {
 	__u64 ctx_overflow;     /* interrupt nesting deeper than PKPROF_CTX_DEPTH */
 	__u64 unmatched_exit;   /* an IRQ/softirq exit without its entry (missed event or attach) */
 	__u64 ctx_reset;        /* a context switch found interrupt contexts still open */
-	__u64 missed_switch;    /* a switch-out the kernel never reported (see missed_ns) */
+	__u64 missed_switch;    /* a switch the kernel never reported (see missed_ns, recovered_ns) */
 	__u64 tag_map_full;     /* a socket / request / work item did not fit in its tag map */
 	__u64 sample_ring_full; /* a stack sample found the ring buffer full (record) */
 	__u64 link_ring_full;   /* a held sample's link event found the ring buffer full (record) */
