@@ -244,9 +244,27 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		if (prev->pid && is_fair(prev)) {
 			__u64 slice = prev->se.sum_exec_runtime - prev->se.prev_sum_exec_runtime;
 			__u64 irq = pending_irq_ns(c), own = slice > irq ? slice - irq : 0;
-			__u64 give = own < c->pending.task_ns ? own : c->pending.task_ns;
-			__u64 covered = give + irq < slice ? give + irq : slice;
+			__u64 give = own, covered = slice, ex;
 
+			if (own > c->pending.task_ns) {
+				/*
+				 * The scheduler began prev's slice before this CPU's last reported
+				 * event: a wakeup that preempted skipped the clock update, and the
+				 * slice before it ended there (follow_scheduler_slice moved that part
+				 * to idle). Taken back from idle as that function does; else prev gets
+				 * what is pending, and its runtime before that is not its to recover.
+				 */
+				ex = own - c->pending.task_ns;
+				if (ex <= c->idle_ns && ex < 10000000ULL) {
+					c->pending.task_ns += ex;
+					c->task_ns += ex;
+					c->idle_ns -= ex;
+					c->slice_skew_ns += ex;
+				} else {
+					give = c->pending.task_ns;
+					covered = give + irq < slice ? give + irq : slice;
+				}
+			}
 			c->missed_ns += c->pending.task_ns - give;
 			c->pending.task_ns = give;
 			if (split_modes) {
