@@ -17,6 +17,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "pkprof.h"
+#include "task_reads.bpf.h"
 
 /* task_struct.flags (include/linux/sched.h; macros, so not in vmlinux.h). */
 #define PF_EXITING 0x00000004
@@ -561,12 +562,13 @@ static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, 
 
 	if (e)
 		return e;
+	/* All zero between uses (a per-CPU array starts so, and the fields set here are cleared
+	 * after the copy): the entry, most of a kilobyte, is not cleared at every new thread. */
 	fresh = bpf_map_lookup_elem(&thread_scratch, &zero);
 	if (!fresh)
 		return NULL;
-	__builtin_memset(fresh, 0, sizeof(*fresh));
 	fresh->pid = t->tgid;
-	fresh->ppid = BPF_CORE_READ(t, real_parent, tgid);
+	fresh->ppid = t->real_parent->tgid;
 	fresh->start_ns = now;
 	/* Later moves are followed by the cgroup_attach_task program. */
 	fresh->cgroup_id = bpf_get_current_cgroup_id();
@@ -575,8 +577,15 @@ static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, 
 	 * path): the new entry is stamped too, or it would never be freed. */
 	if (t->flags & PF_EXITING)
 		fresh->exit_ns = now;
-	bpf_probe_read_kernel_str(fresh->comm, sizeof(fresh->comm), t->comm);
+	task_comm_copy(t, fresh->comm); /* the kernel pads a comm with NULs */
 	err = bpf_map_update_elem(&threads, &tid, fresh, BPF_NOEXIST);
+	fresh->pid = 0;
+	fresh->ppid = 0;
+	fresh->start_ns = 0;
+	fresh->cgroup_id = 0;
+	fresh->kthread = 0;
+	fresh->exit_ns = 0;
+	__builtin_memset(fresh->comm, 0, sizeof(fresh->comm));
 	if (err && err != -EEXIST /* created meanwhile on another CPU */) {
 		c->lost.thread_map_full++;
 		return NULL;

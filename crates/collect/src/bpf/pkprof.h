@@ -162,12 +162,13 @@ struct pkprof_wall {
 	__u32 runq_hist[PKPROF_RUNQ_HIST];
 	__u64 off_func;      /* OTHER: the kernel code it blocked in (a return address, 0: unknown) */
 	/* The last OTHER function read from its stack, and where it blocked then (its state, system
-	 * call and user return address): an OTHER switch-out from the same place reuses it, up to
-	 * PKPROF_OTHER_FN_REUSE times in a row (a stack read costs microseconds). */
+	 * call and user return address): an OTHER switch-out from the same place reuses it
+	 * other_span times in a row (a stack read costs 10-15 us here): PKPROF_OTHER_FN_REUSE,
+	 * doubled at each read that finds the same function again, up to PKPROF_OTHER_FN_REUSE_MAX. */
 	__u64 other_func;
 	__u64 other_key;
 	__u32 other_reuse;
-	__u32 pad_other;
+	__u32 other_span;
 };
 
 /*
@@ -180,6 +181,7 @@ enum pkprof_other_fns {
 	PKPROF_OTHER_FNS = 4096, /* entries of `wall_other_fns` */
 	PKPROF_OTHER_FN_DEPTH = 12, /* kernel frames read at an OTHER switch-out */
 	PKPROF_OTHER_FN_REUSE = 15, /* OTHER switch-outs from one place between two stack reads */
+	PKPROF_OTHER_FN_REUSE_MAX = 255, /* ... at most, once reads keep finding the same function */
 };
 
 struct pkprof_other_fn_key {

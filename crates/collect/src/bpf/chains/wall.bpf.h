@@ -171,14 +171,26 @@ static __always_inline __u64 other_func_cached(struct pkprof_wall *w, struct tas
 			key ^= 0xffffULL << 16;
 	}
 #endif
-	if (key && w->other_key == key && w->other_reuse < PKPROF_OTHER_FN_REUSE) {
+	__u32 span = w->other_span ? w->other_span : PKPROF_OTHER_FN_REUSE;
+	__u64 fn;
+
+	if (key && w->other_key == key && w->other_reuse < span) {
 		w->other_reuse++;
 		return w->other_func;
 	}
+	fn = other_func(ctx);
+	/* A thread that keeps blocking in one place and function (a shell's waitpid under a fork
+	 * loop: 15 us a read, one in 16 of its waits, was half of a switch's average cost) is read
+	 * less and less often; a change of function starts over. */
+	if (key && w->other_key == key && fn == w->other_func)
+		span = span * 2 > PKPROF_OTHER_FN_REUSE_MAX ? PKPROF_OTHER_FN_REUSE_MAX : span * 2;
+	else
+		span = PKPROF_OTHER_FN_REUSE;
 	w->other_key = key;
 	w->other_reuse = 0;
-	w->other_func = other_func(ctx);
-	return w->other_func;
+	w->other_span = span;
+	w->other_func = fn;
+	return fn;
 }
 
 /* Thread tid of process pid was blocked ns as OTHER in w->off_func: into `wall_other_fns`. */
