@@ -577,6 +577,9 @@ static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, 
 	 * path): the new entry is stamped too, or it would never be freed. */
 	if (t->flags & PF_EXITING)
 		fresh->exit_ns = now;
+	_Static_assert(sizeof(fresh->comm) == 16 &&
+			       __builtin_offsetof(struct pkprof_thread, comm) % 8 == 0,
+		       "comm: two aligned words");
 	task_comm_copy(t, fresh->comm); /* the kernel pads a comm with NULs */
 	err = bpf_map_update_elem(&threads, &tid, fresh, BPF_NOEXIST);
 	fresh->pid = 0;

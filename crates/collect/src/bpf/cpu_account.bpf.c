@@ -244,25 +244,26 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		if (prev->pid && is_fair(prev)) {
 			__u64 slice = prev->se.sum_exec_runtime - prev->se.prev_sum_exec_runtime;
 			__u64 irq = pending_irq_ns(c), own = slice > irq ? slice - irq : 0;
-			__u64 give = own, covered = slice, ex;
+			__u64 give = own, ex;
 
 			if (own > c->pending.task_ns) {
 				/*
 				 * The scheduler began prev's slice before this CPU's last reported
 				 * event: a wakeup that preempted skipped the clock update, and the
 				 * slice before it ended there (follow_scheduler_slice moved that part
-				 * to idle). Taken back from idle as that function does; else prev gets
-				 * what is pending, and its runtime before that is not its to recover.
+				 * to idle); or the CPU was thought idle (an unreported switch from the
+				 * idle task), and the window went to idle whole. Taken back from idle
+				 * as that function does; else prev gets what is pending, and the rest
+				 * of its slice is not its to recover (start stays at its pick).
 				 */
 				ex = own - c->pending.task_ns;
-				if (ex <= c->idle_ns && ex < 10000000ULL) {
+				if (ex <= c->idle_ns && (!c->cur_tid || ex < 10000000ULL)) {
 					c->pending.task_ns += ex;
 					c->task_ns += ex;
 					c->idle_ns -= ex;
 					c->slice_skew_ns += ex;
 				} else {
 					give = c->pending.task_ns;
-					covered = give + irq < slice ? give + irq : slice;
 				}
 			}
 			c->missed_ns += c->pending.task_ns - give;
@@ -276,7 +277,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 			c->cur_pid = prev->tgid;
 			c->sum_at_in = 0; /* prev's switch-in was not seen */
 			c->csw_at_in = 0;
-			start = prev->se.sum_exec_runtime - covered;
+			start = prev->se.prev_sum_exec_runtime; /* its billing here began at its pick */
 		} else {
 			c->missed_ns += c->pending.task_ns;
 		}

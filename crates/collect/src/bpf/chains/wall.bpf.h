@@ -147,11 +147,14 @@ static __always_inline __u64 other_func(void *ctx)
 }
 
 /*
- * other_func(ctx), read from the stack at most once in PKPROF_OTHER_FN_REUSE + 1 OTHER switch-outs
- * of a thread that blocks again from the same place: the same state, system call and user return
- * address (outside a system call, or a kernel thread: the same state). Measured here, a stack read costs about 10 us in
- * this virtual machine; a thread stopped and continued in a loop, or a kernel thread's wait loop,
- * blocks from one place each time.
+ * other_func(ctx), read from the stack once in other_span + 1 OTHER switch-outs of a thread that
+ * blocks again from the same place: the same state, system call and user return address (outside
+ * a system call, or a kernel thread: the same state); other_span runs from PKPROF_OTHER_FN_REUSE
+ * to PKPROF_OTHER_FN_REUSE_MAX. Measured here, a stack read costs 10-15 us in this virtual
+ * machine; a thread stopped and continued in a loop, a kernel thread's wait loop, or a shell
+ * waiting for each child, blocks from one place each time. The user return address is often
+ * inside a libc wrapper: a thread that blocks in one function from there, and now and then in
+ * another, has those periods named after the first for up to PKPROF_OTHER_FN_REUSE_MAX periods.
  */
 static __always_inline __u64 other_func_cached(struct pkprof_wall *w, struct task_struct *t,
 					       __u32 state, void *ctx)
