@@ -109,11 +109,14 @@ fn samples_of(p: &pkprof_profile::Profile, pid: u32) -> u64 {
         .sum()
 }
 
-fn task_ns_of(p: &pkprof_profile::Profile, pid: u32) -> u64 {
+/// A process's exact CPU as its rusage counts it: its own time plus the interrupt work that ran
+/// on top of it (the scheduler's runtime includes that without IRQ_TIME_ACCOUNTING; own time
+/// alone read 0.3-0.4% under, the timer ticks of a 1-2 s process).
+fn cpu_ns_of(p: &pkprof_profile::Profile, pid: u32) -> u64 {
     p.processes
         .iter()
         .filter(|q| q.pid == pid)
-        .map(|q| q.task_ns)
+        .map(|q| q.task_ns + q.hardirq_ns + q.softirq_ns)
         .sum()
 }
 
@@ -220,14 +223,14 @@ fn agent_windows_store_control_and_containers() {
     // widens by their share, so a loss the profile states does not fail the test.
     let dropped = p.meta.lost.ring_buffer_full as f64 / p.total_samples().max(1) as f64;
     for (pid, cpu) in pids.iter().zip(&truth) {
-        let exact = task_ns_of(&p, *pid);
+        let exact = cpu_ns_of(&p, *pid);
         let sampled = samples_of(&p, *pid) * period_ns;
         eprintln!(
             "pid {pid}: rusage {cpu} ns, accounting {exact} ns, samples x period {sampled} ns \
              (ring drops {:.1}%)",
             dropped * 100.0
         );
-        assert!(common::rel_err(exact, *cpu) < 0.02, "exact CPU of {pid}");
+        assert!(common::rel_err(exact, *cpu) < 0.005, "exact CPU of {pid}");
         assert!(
             common::rel_err(sampled, *cpu) < 0.20 + dropped,
             "samples of {pid}"
@@ -297,9 +300,10 @@ fn agent_windows_store_control_and_containers() {
     ]);
     let p2 = pkprof_profile::load(&dump2).unwrap();
     assert_eq!(samples_of(&p2, qpid), 0, "sampled while stopped");
-    let qtask = task_ns_of(&p2, qpid);
+    let qtask = cpu_ns_of(&p2, qpid);
+    eprintln!("pid {qpid} (sampling stopped): rusage {qcpu} ns, accounting {qtask} ns");
     assert!(
-        common::rel_err(qtask, qcpu) < 0.02,
+        common::rel_err(qtask, qcpu) < 0.005,
         "accounting while stopped: {qtask} ns in the dump ({}..{} unix ns: {:?}), rusage {qcpu} ns",
         p2.meta.start_unix_ns,
         p2.meta.end_unix_ns,
