@@ -188,6 +188,16 @@ static __always_inline __u64 switch_count(struct task_struct *t)
 	return t->nvcsw + t->nivcsw;
 }
 
+/*
+ * Thread t, the one this CPU switched in last (c->cur_tid), left and came back without either
+ * switch reported: its switch count moved on since its switch-in (docs/design.md, "lost
+ * switches"). For prev, at sched_switch.
+ */
+static __always_inline bool returned_unreported(const struct pkprof_cpu *c, struct task_struct *t)
+{
+	return c->csw_at_in && switch_count(t) != c->csw_at_in;
+}
+
 /* Charges the time since the CPU's last event to the context that was running. */
 static __always_inline void charge(struct pkprof_cpu *c, __u64 now)
 {

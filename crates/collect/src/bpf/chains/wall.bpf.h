@@ -369,8 +369,7 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 		/* It left and came back unreported (its switch count moved on, see the core's
 		 * follow_scheduler_slice): it ran what the scheduler timed; the rest of the slice it
 		 * was off, when and why unknown: OTHER, counted. */
-		if (c->csw_at_in && c->sum_at_in && c->cur_tid == tid &&
-		    switch_count(cur) != c->csw_at_in) {
+		if (c->sum_at_in && c->cur_tid == tid && returned_unreported(c, cur)) {
 			__u64 ran = cur->se.sum_exec_runtime - (c->sum_at_in - 1);
 
 			if (ran < now - in) {
