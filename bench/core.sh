@@ -3,8 +3,10 @@
 # bench/README.md "Accounting core: bash bench/core.sh"). One run prints:
 #   - the pinned switch storm (taskset -c CPU perf bench sched pipe) under: nothing (A), pkprof top
 #     (P), pkprof top with BPF stats on (S: what the stats cost), bpftrace's per-thread on-CPU time accumulator (T), perf record -e sched:sched_switch -a
-#     (R), an empty program on sched_switch (E) and empty programs on all of pkprof's tracepoints
-#     (F); each as the median of the per-pair ratios to A, plus the wall time added per switch;
+#     (R), an empty program on sched_switch (E), empty programs on all of pkprof's tracepoints
+#     (F) and the floor of exact accounting (M: bench/floor_acc.bpf.c, a clock read and a
+#     tid-indexed add per switch, the cheapest exact per-thread on-CPU time); each as the median
+#     of the per-pair ratios to A, plus the wall time added per switch;
 #   - the 64-byte UDP loopback flood (bench/udp_flood.c) under A, P, F;
 #   - the compile loop (NCPU loops of cc -O2 -c) under A, P, F;
 #   - the per-event cost in ns of every program that ran, by the kernel's BPF stats, for pkprof,
@@ -22,7 +24,7 @@
 #        BENCH_SETTLE=S         pause between runs, seconds                  (default 0.3)
 #        BENCH_PKPROF=PATH      pkprof binary to measure (default: cargo build --release -p pkprof)
 #        BENCH_SECTIONS="storm udp build cost"   which parts to run (default: all)
-#        BENCH_STORM_MODES="A P S T R E F"       storm modes (drop T if bpftrace cannot run)
+#        BENCH_STORM_MODES="A P S T R E F M"     storm modes (drop T if bpftrace cannot run)
 set -euo pipefail
 
 PAIRS=${1:-10}
@@ -46,7 +48,7 @@ if [ "$UDP_CPUS" = none ]; then UDP_PIN=(-1 -1); else read -r -a UDP_PIN <<<"$UD
 [ "${#UDP_PIN[@]}" = 2 ] || { echo "bench: BENCH_UDP_CPUS must be \"SENDER RECEIVER\" or none" >&2; exit 2; }
 SETTLE=${BENCH_SETTLE:-0.3}
 SECTIONS=${BENCH_SECTIONS:-storm udp build cost}
-STORM_MODES=${BENCH_STORM_MODES:-A P S T R E F}
+STORM_MODES=${BENCH_STORM_MODES:-A P S T R E F M}
 
 log() { echo "bench: $*" >&2; }
 for tool in perf cc clang bpftool python3 taskset; do
@@ -72,6 +74,10 @@ cc -O2 -Wall -Wextra -pthread -o "$UDP_FLOOD" bench/udp_flood.c
 FLOOR_OBJ="$OUT/floor.bpf.o"
 FLOOR_LOAD="$OUT/floor_load"
 clang -O2 -g -target bpf -c bench/floor.bpf.c -o "$FLOOR_OBJ"
+ACC_OBJ="$OUT/floor_acc.bpf.o"
+case $(uname -m) in x86_64) BPF_ARCH=x86 ;; aarch64) BPF_ARCH=arm64 ;; *) BPF_ARCH=$(uname -m) ;; esac
+clang -O2 -g -target bpf -D__TARGET_ARCH_$BPF_ARCH -Icrates/collect/src/bpf/vmlinux/"$(uname -m)" \
+  -c bench/floor_acc.bpf.c -o "$ACC_OBJ"
 cc -O2 -Wall -Wextra -o "$FLOOR_LOAD" bench/floor_load.c -lbpf
 
 STAMP=$(date +%Y%m%d-%H%M%S)
@@ -142,6 +148,8 @@ start_tool() {
     E) "$FLOOR_LOAD" "$FLOOR_OBJ" floor_sched_switch >"$f" 2>"$f.err" & TOOL_PID=$!; TOOL_SIG=TERM
        wait_ready "$f" '^attached' ;;
     F) "$FLOOR_LOAD" "$FLOOR_OBJ" >"$f" 2>"$f.err" & TOOL_PID=$!; TOOL_SIG=TERM
+       wait_ready "$f" '^attached' ;;
+    M) "$FLOOR_LOAD" "$ACC_OBJ" >"$f" 2>"$f.err" & TOOL_PID=$!; TOOL_SIG=TERM
        wait_ready "$f" '^attached' ;;
     *) echo "bench: unknown mode $MODE" >&2; exit 2 ;;
   esac
@@ -220,7 +228,9 @@ cost_run() {
 }
 if [[ " $SECTIONS " == *" cost "* ]]; then
   log "per-program cost with BPF stats on (storm -l $COST_LOOPS, UDP ${UDP_SECS}s)"
-  for m in P E ${STORM_MODES//[^T]/}; do cost_run storm "$m"; done
+  for m in P E $(for x in $STORM_MODES; do case $x in T | M) echo "$x" ;; esac; done); do
+    cost_run storm "$m"
+  done
   for m in P F; do cost_run udp "$m"; done
 fi
 

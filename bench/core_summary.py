@@ -18,6 +18,7 @@ MODES = {
     "R": "perf record -e sched:sched_switch -a (to a file)",
     "E": "floor: one empty tp_btf program on sched_switch",
     "F": "floor: empty tp_btf programs on all of pkprof's tracepoints",
+    "M": "floor of exact accounting: a clock read and a tid-indexed add per switch (floor_acc.bpf.c)",
 }
 # pkprof's programs whose tracepoint is not their name without "on_".
 FLOOR_OF = {
@@ -53,7 +54,7 @@ def pairs_lines(data, ncpu):
             continue
         out.append(f"== {title}: median of per-pair ratios X/A ({len(a)} pairs, BPF stats off)")
         out.append(f"   A  {statistics.median(a.values()):>12,.0f} {unit}   {MODES['A']}")
-        for mode in "PSTREF":
+        for mode in "PSTREFM":
             x = data.get((wl, mode), {})
             pairs = sorted(set(a) & set(x))
             if not pairs:
@@ -120,7 +121,8 @@ def cost_lines(cost_dir):
             if ("floor_" + tp).startswith(fname) or fname.startswith("floor_" + tp):
                 return per
         return None
-    for wl, mode in [("storm", "P"), ("storm", "T"), ("storm", "E"), ("udp", "P"), ("udp", "F")]:
+    for wl, mode in [("storm", "P"), ("storm", "T"), ("storm", "M"), ("storm", "E"), ("udp", "P"),
+                     ("udp", "F")]:
         rows = cost_table(os.path.join(cost_dir, f"{wl}-{mode}.tsv"))
         if rows is None:
             continue

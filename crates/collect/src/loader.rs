@@ -87,6 +87,9 @@ pub struct Collector {
     pub(crate) cpus: usize,
     /// Socket time expired by the user-space sweep, cumulative (ns, count).
     pub(crate) swept_expired: (u64, u64),
+    /// Thread entries the last walk of the thread table read: the next read's capacity, so
+    /// that its large samples are not moved as the list grows.
+    pub(crate) threads_read: std::cell::Cell<usize>,
     /// A failed kernel flush of a CPU was reported (reader.rs: once).
     pub(crate) flush_warned: bool,
     /// The chains running, and those a missing tracepoint turned off.
@@ -340,6 +343,7 @@ impl Collector {
             tracefs,
             cpus,
             swept_expired: (0, 0),
+            threads_read: std::cell::Cell::new(0),
             flush_warned: false,
             chains,
             chains_off,

@@ -1,7 +1,7 @@
 //! A complete read of a BPF hash map, batch by batch (`BPF_MAP_LOOKUP_BATCH`), and the one
-//! walk-decode-delete helper every map reader uses: [`decoded`] reads a map into its key and value
-//! types, [`sweep`] also deletes the entries its caller's verdict lets go, [`delete`] deletes keys
-//! collected earlier. Deletes always come after the walk: deleting the key a hash-map walk stands
+//! walk-decode-delete helper every map reader uses: [`walk`] hands each entry's bytes over from the
+//! batch buffers, [`walk_decoded`] / [`decoded`] as its key and value types, [`sweep`] also deletes
+//! the entries its caller's verdict lets go, [`delete`] deletes keys collected earlier. Deletes always come after the walk: deleting the key a hash-map walk stands
 //! on restarts the walk.
 //!
 //! Hand-written rather than libbpf-rs's `MapCore::lookup_batch`: its iterator (0.27, and upstream
@@ -34,11 +34,14 @@ fn batch_opts() -> libbpf_sys::bpf_map_batch_opts {
     }
 }
 
-/// One entry's key and value bytes.
-pub(crate) type Entry = (Vec<u8>, Vec<u8>);
-
-/// Every (key, value) of the hash map `map`, named `name` in errors.
-pub(crate) fn entries<M: MapCore>(map: &M, name: &'static str) -> Result<Vec<Entry>, CollectError> {
+/// Calls `each` with every (key bytes, value bytes) of the hash map `map` (named `name` in
+/// errors), straight from the batch buffers: no copy per entry (the agent reads a thread table
+/// of a few thousand 1 KiB entries a second). The walk stops at `each`'s first error.
+pub(crate) fn walk<M: MapCore>(
+    map: &M,
+    name: &'static str,
+    mut each: impl FnMut(&[u8], &[u8]) -> Result<(), CollectError>,
+) -> Result<(), CollectError> {
     let key_size = map.key_size() as usize;
     let value_size = map.value_size() as usize;
     let mut batch = BATCH;
@@ -49,7 +52,6 @@ pub(crate) fn entries<M: MapCore>(map: &M, name: &'static str) -> Result<Vec<Ent
     let mut position: Option<Vec<u8>> = None;
     let mut next = vec![0u8; token_size];
     let opts = batch_opts();
-    let mut out = Vec::new();
     loop {
         let mut count = batch as u32;
         let in_batch = position
@@ -75,15 +77,18 @@ pub(crate) fn entries<M: MapCore>(map: &M, name: &'static str) -> Result<Vec<Ent
             0 | libc::ENOENT => {
                 let n = (count as usize).min(batch);
                 for i in 0..n {
-                    out.push((
-                        keys[i * key_size..(i + 1) * key_size].to_vec(),
-                        values[i * value_size..(i + 1) * value_size].to_vec(),
-                    ));
+                    each(
+                        &keys[i * key_size..(i + 1) * key_size],
+                        &values[i * value_size..(i + 1) * value_size],
+                    )?;
                 }
                 if errno == libc::ENOENT {
-                    return Ok(out);
+                    return Ok(());
                 }
-                position = Some(next.clone());
+                match position.as_mut() {
+                    Some(p) => p.copy_from_slice(&next),
+                    None => position = Some(next.clone()),
+                }
             }
             // One bucket holds more entries than the buffer: retry it with a larger one.
             libc::ENOSPC => {
@@ -123,15 +128,32 @@ where
     K: plain::Plain + Default,
     V: plain::Plain + Default,
 {
-    entries(map, name)?
-        .into_iter()
-        .map(|(k, v)| {
-            Ok((
-                decode(&k).map_err(|e| CollectError::read(name, e))?,
-                decode(&v).map_err(|e| CollectError::read(name, e))?,
-            ))
-        })
-        .collect()
+    let mut out = Vec::new();
+    walk_decoded(map, name, |k, v| {
+        out.push((k, v));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Calls `each` with every entry of `map` (named `name` in errors), decoded as (key, value),
+/// without collecting them first.
+pub(crate) fn walk_decoded<M, K, V>(
+    map: &M,
+    name: &'static str,
+    mut each: impl FnMut(K, V) -> Result<(), CollectError>,
+) -> Result<(), CollectError>
+where
+    M: MapCore,
+    K: plain::Plain + Default,
+    V: plain::Plain + Default,
+{
+    walk(map, name, |kb, vb| {
+        each(
+            decode(kb).map_err(|e| CollectError::read(name, e))?,
+            decode(vb).map_err(|e| CollectError::read(name, e))?,
+        )
+    })
 }
 
 /// Deletes `keys` (as the map's key bytes) from `map`; a key already gone is no error (a racing
@@ -191,19 +213,33 @@ where
     V: plain::Plain + Default,
 {
     let mut gone = Vec::new();
-    for (kb, vb) in entries(map, name)? {
-        let k: K = decode(&kb).map_err(|e| CollectError::read(name, e))?;
-        let v: V = decode(&vb).map_err(|e| CollectError::read(name, e))?;
+    walk(map, name, |kb, vb| {
+        let k: K = decode(kb).map_err(|e| CollectError::read(name, e))?;
+        let v: V = decode(vb).map_err(|e| CollectError::read(name, e))?;
         if !keep(&k, &v) {
-            gone.push(kb);
+            gone.push(kb.to_vec());
         }
-    }
+        Ok(())
+    })?;
     delete(map, name, gone)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One entry's key and value bytes.
+    type Entry = (Vec<u8>, Vec<u8>);
+
+    /// Every (key, value) of the hash map `map`, as bytes.
+    fn entries<M: MapCore>(map: &M, name: &'static str) -> Result<Vec<Entry>, CollectError> {
+        let mut out = Vec::new();
+        walk(map, name, |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            Ok(())
+        })?;
+        Ok(out)
+    }
     use libbpf_rs::{MapFlags, MapHandle, MapType};
 
     /// Reproduces the short-walk defect: a hash map of a few thousand entries, whose buckets do not

@@ -292,36 +292,41 @@ impl Collector {
         on_cpu: &HashMap<u32, pkprof_wall_cpu>,
     ) -> Result<ThreadsRead, CollectError> {
         let now = monotonic_ns();
-        let entries =
-            map_walk::decoded::<_, u32, pkprof_thread>(&self.skel.maps.threads, "threads")?;
-        // Sized once: a sample is large (its counters carry the wall classes' histogram).
-        let mut out = Vec::with_capacity(entries.len());
+        // Sized once, from the last walk: a sample is large (its counters carry the wall
+        // classes' histogram). Each entry is decoded straight from the walk's batch buffer.
+        let mut out = Vec::with_capacity(self.threads_read.get() + self.threads_read.get() / 8);
         let mut finished = Vec::new();
         let mut open_other = Vec::new();
-        for (tid, t) in entries {
-            let exited = t.exit_ns != 0 && now.saturating_sub(t.exit_ns) > EXIT_GRACE_NS;
-            if exited {
-                finished.push(tid);
-            }
-            let wall = wall_counters(&t.wall, on_cpu.get(&tid), now);
-            if let Some(o) = open_other_of(tid, &t, &wall) {
-                open_other.push(o);
-            }
-            out.push(ThreadSample {
-                tid,
-                pid: t.pid,
-                ppid: t.ppid,
-                cgroup_id: t.cgroup_id,
-                comm: comm_str(&t.comm),
-                counters: Counters {
-                    wall,
-                    ..thread_counters(&t)
-                },
-                kthread: t.kthread != 0,
-                exited,
-                target: t.target != 0,
-            });
-        }
+        map_walk::walk_decoded(
+            &self.skel.maps.threads,
+            "threads",
+            |tid: u32, t: pkprof_thread| {
+                let exited = t.exit_ns != 0 && now.saturating_sub(t.exit_ns) > EXIT_GRACE_NS;
+                if exited {
+                    finished.push(tid);
+                }
+                let wall = wall_counters(&t.wall, on_cpu.get(&tid), now);
+                if let Some(o) = open_other_of(tid, &t, &wall) {
+                    open_other.push(o);
+                }
+                out.push(ThreadSample {
+                    tid,
+                    pid: t.pid,
+                    ppid: t.ppid,
+                    cgroup_id: t.cgroup_id,
+                    comm: comm_str(&t.comm),
+                    counters: Counters {
+                        wall,
+                        ..thread_counters(&t)
+                    },
+                    kthread: t.kthread != 0,
+                    exited,
+                    target: t.target != 0,
+                });
+                Ok(())
+            },
+        )?;
+        self.threads_read.set(out.len());
         Ok((out, finished, open_other))
     }
 
