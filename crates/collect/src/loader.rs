@@ -219,6 +219,7 @@ impl Collector {
                     ro.follow_children = rec.follow_children;
                     ro.timer_on_stack = local_timer;
                     ro.wakeup_bytes = u64::from(rec.ring_bytes / 4);
+                    ro.capture_wake_min_age_ns = rec.capture_wake_min_age_ns;
                     ro.stack_bytes = rec.stack_bytes;
                     ro.label_by_client = rec.by_client;
                     if let Some(off) = &rec.off_cpu {

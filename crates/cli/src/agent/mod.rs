@@ -37,6 +37,13 @@ use crate::signals;
 use cgroups::CgroupPaths;
 use status::Health;
 
+/// A sample of a process whose maps are not captured yet wakes the agent only once the process
+/// has lived this long (RecordConfig::capture_wake_min_age_ns; docs/design.md, "The agent /
+/// Cost"): a younger one is likely gone before the agent runs (under a fork loop nearly every
+/// sample, each wake-up costing the agent more than the rest of the sample). Its sample is read
+/// at the next poll (200 ms); a later sample of the same process may still wake the agent.
+const CAPTURE_WAKE_MIN_AGE: Duration = Duration::from_millis(1);
+
 #[derive(Clone, Debug, Default)]
 pub struct AgentOptions {
     pub config: Option<PathBuf>,
@@ -105,6 +112,7 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
             stack_bytes: config.stack_bytes,
             by_client: false,
             off_cpu: None,
+            capture_wake_min_age_ns: CAPTURE_WAKE_MIN_AGE.as_nanos() as u64,
         }),
         ..CollectorOptions::default()
     })?;

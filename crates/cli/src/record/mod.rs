@@ -100,6 +100,9 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             stack_bytes: opts.stack_bytes,
             by_client: opts.by_client,
             off_cpu: opts.off_cpu.clone(),
+            // A recording wants every short-lived process's maps: each sample of a new one
+            // wakes it.
+            capture_wake_min_age_ns: 0,
         }),
         // The server chain (its marks label the samples) runs only for `--by client`.
         opt_in_chains: if opts.by_client {

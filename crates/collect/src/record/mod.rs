@@ -51,6 +51,9 @@ pub struct RecordConfig {
     pub by_client: bool,
     /// `--off-cpu`: off-CPU samples with their wakers (docs/design.md, "Off-CPU samples").
     pub off_cpu: Option<OffCpuConfig>,
+    /// A sample of a process whose maps are not captured yet wakes the reader only once the
+    /// process has lived this long (record/links.bpf.h, `capture_wakeup`); 0: at once.
+    pub capture_wake_min_age_ns: u64,
 }
 
 /// `record --off-cpu`.

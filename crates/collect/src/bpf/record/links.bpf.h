@@ -37,6 +37,31 @@ struct {
 /* Wake the reader anyway once this much is waiting (set by the loader: a quarter of the ring). */
 const volatile __u64 wakeup_bytes = 1 << 20;
 
+/*
+ * A sample of a process not yet `captured` wakes the reader only once the process has lived this
+ * long (ns, from its leader's start; set by the loader, 0: at once). A process sampled younger
+ * is likely gone before the reader runs (a shell's `/bin/true` lives under a millisecond here):
+ * under a fork loop nearly every sample was of such a process, most of their wake-ups found it
+ * gone, and each cost the agent more than the rest of the sample (docs/design.md, "The agent /
+ * Cost"). Its sample waits for the reader's next poll, as other records do, and a later sample of
+ * the same process may still wake it.
+ */
+const volatile __u64 capture_wake_min_age_ns = 0;
+
+/* Whether a sample at `now` of process t (leader's start time), not yet captured when
+ * `uncaptured`, wakes the reader. */
+static __always_inline bool capture_wakeup(bool uncaptured, struct task_struct *t, __u64 now)
+{
+	__u64 start;
+
+	if (!uncaptured)
+		return false;
+	if (!capture_wake_min_age_ns)
+		return true;
+	start = t->group_leader->start_time;
+	return now > start && now - start >= capture_wake_min_age_ns;
+}
+
 /* Submit flags for a record: wake the reader only when needed (see `captured`). */
 static __always_inline __u64 submit_flags(bool urgent)
 {

@@ -277,7 +277,9 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
 	}
 	{
 		__u32 owner = buf->o.s.cur_pid;
-		bool urgent = buf->o.s.ustack_len > 0 && !bpf_map_lookup_elem(&captured, &owner);
+		bool urgent = buf->o.s.ustack_len > 0 &&
+			      capture_wakeup(!bpf_map_lookup_elem(&captured, &owner), cur,
+					     buf->o.s.time_ns);
 
 		if (py_emit(&buf->o, sizeof(buf->o), &buf->o.s, py_slot(PY_SLOT_OFFCPU), buf->stack,
 			    submit_flags(urgent))) {
