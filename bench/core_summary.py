@@ -112,6 +112,9 @@ def cost_lines(cost_dir):
     floors = {}
     for wl, mode in [("storm", "E"), ("udp", "F")]:
         floors[wl] = {r[0]: r[2] for r in cost_table(os.path.join(cost_dir, f"{wl}-{mode}.tsv")) or []}
+    # The exact floor's ns/run on the storm (mode M), when it ran.
+    exact = {"storm": next((r[2] for r in cost_table(os.path.join(cost_dir, "storm-M.tsv")) or []
+                            if r[0].startswith("floor_acc")), None)}
 
     def floor_of(wl, name):
         tp = FLOOR_OF.get(name, name.removeprefix("on_"))
@@ -133,8 +136,11 @@ def cost_lines(cost_dir):
         for name, runs, per, total, miss in rows:
             if runs < events / 1000:
                 continue  # background programs (timer ticks, a few forks): not per event
-            floor = floor_of(wl, name)
-            dist = f"   floor {floor:5.0f}, above it {per - floor:+6.0f}" if floor and mode in "PT" else ""
+            # The exact floor (M) is an on_sched_switch of its own: placed against the empty one.
+            floor = floor_of(wl, "sched_switch" if mode == "M" else name)
+            dist = f"   floor {floor:5.0f}, above it {per - floor:+6.0f}" if floor and mode in "PTM" else ""
+            if mode == "P" and name == "on_sched_switch" and exact.get(wl):
+                dist += f", above the exact floor {per - exact[wl]:+6.0f}"
             out.append(f"   {name:<28} {runs:>10,} runs  {per:7.1f} ns/run  {total:9.2f} ms{dist}"
                        + (f"  recursion misses {miss}" if miss else ""))
         if wl == "udp":

@@ -41,7 +41,8 @@ int BPF_PROG(floor_acc_sched_switch, bool preempt, struct task_struct *prev,
 	last = bpf_map_lookup_elem(&acc_cpu_last, &zero);
 	if (!last)
 		return 0;
-	ns = bpf_map_lookup_elem(&acc_thread_ns, &tid);
+	/* The idle tasks (tid 0, one per CPU) share a slot: left out rather than added to racily. */
+	ns = tid ? bpf_map_lookup_elem(&acc_thread_ns, &tid) : NULL;
 	if (ns && *last)
 		*ns += now - *last;
 	*last = now;

@@ -182,7 +182,7 @@ fn agent_stays_bounded_under_process_churn() {
     // Each binary lives about 40 ms: its samples wake the agent to capture its maps while it
     // lives (a sample of a process younger than the agent's CAPTURE_WAKE_MIN_AGE waits for a
     // later one), so nearly every sample is symbolized: those without maps, the main part of
-    // "lost", stay few. (A rate cap on those wake-ups, tried instead, left a fifth of them out.)
+    // "lost", stay few. (A rate cap on those wake-ups, tried instead, left a quarter of them out.)
     let counts: Vec<u64> = status
         .lines()
         .find(|l| l.starts_with("samples"))

@@ -89,7 +89,7 @@ pub struct Collector {
     pub(crate) swept_expired: (u64, u64),
     /// Thread entries the last walk of the thread table read: the next read's capacity, so
     /// that its large samples are not moved as the list grows.
-    pub(crate) threads_read: std::cell::Cell<usize>,
+    pub(crate) threads_read: usize,
     /// A failed kernel flush of a CPU was reported (reader.rs: once).
     pub(crate) flush_warned: bool,
     /// The chains running, and those a missing tracepoint turned off.
@@ -344,7 +344,7 @@ impl Collector {
             tracefs,
             cpus,
             swept_expired: (0, 0),
-            threads_read: std::cell::Cell::new(0),
+            threads_read: 0,
             flush_warned: false,
             chains,
             chains_off,

@@ -1,7 +1,7 @@
 //! A complete read of a BPF hash map, batch by batch (`BPF_MAP_LOOKUP_BATCH`), and the one
-//! walk-decode-delete helper every map reader uses: [`walk`] hands each entry's bytes over from the
-//! batch buffers, [`walk_decoded`] / [`decoded`] as its key and value types, [`sweep`] also deletes
-//! the entries its caller's verdict lets go, [`delete`] deletes keys collected earlier. Deletes always come after the walk: deleting the key a hash-map walk stands
+//! walk-decode-delete helper every map reader uses: [`walk`] hands each entry's bytes over from
+//! the batch buffers, [`walk_decoded`] / [`decoded`] as its key and value types, [`sweep`] also
+//! deletes the entries its caller's verdict lets go, [`delete`] deletes keys collected earlier. Deletes always come after the walk: deleting the key a hash-map walk stands
 //! on restarts the walk.
 //!
 //! Hand-written rather than libbpf-rs's `MapCore::lookup_batch`: its iterator (0.27, and upstream
@@ -149,11 +149,16 @@ where
     V: plain::Plain + Default,
 {
     walk(map, name, |kb, vb| {
-        each(
-            decode(kb).map_err(|e| CollectError::read(name, e))?,
-            decode(vb).map_err(|e| CollectError::read(name, e))?,
-        )
+        each(decode_entry(name, kb)?, decode_entry(name, vb)?)
     })
+}
+
+/// [`decode`], its error named after the map `name`.
+fn decode_entry<T: plain::Plain + Default>(
+    name: &'static str,
+    bytes: &[u8],
+) -> Result<T, CollectError> {
+    decode(bytes).map_err(|e| CollectError::read(name, e))
 }
 
 /// Deletes `keys` (as the map's key bytes) from `map`; a key already gone is no error (a racing
@@ -214,8 +219,7 @@ where
 {
     let mut gone = Vec::new();
     walk(map, name, |kb, vb| {
-        let k: K = decode(kb).map_err(|e| CollectError::read(name, e))?;
-        let v: V = decode(vb).map_err(|e| CollectError::read(name, e))?;
+        let (k, v): (K, V) = (decode_entry(name, kb)?, decode_entry(name, vb)?);
         if !keep(&k, &v) {
             gone.push(kb.to_vec());
         }
@@ -227,6 +231,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use libbpf_rs::{MapFlags, MapHandle, MapType};
 
     /// One entry's key and value bytes.
     type Entry = (Vec<u8>, Vec<u8>);
@@ -240,7 +245,6 @@ mod tests {
         })?;
         Ok(out)
     }
-    use libbpf_rs::{MapFlags, MapHandle, MapType};
 
     /// Reproduces the short-walk defect: a hash map of a few thousand entries, whose buckets do not
     /// line up with the batch size, is read whole (libbpf-rs's iterator stopped at the first short

@@ -288,13 +288,13 @@ impl Collector {
     /// All thread entries, the tids of those read for the last time (to delete), and the OTHER
     /// periods still open with their kernel function (not yet in `wall_other_fns`).
     fn read_threads(
-        &self,
+        &mut self,
         on_cpu: &HashMap<u32, pkprof_wall_cpu>,
     ) -> Result<ThreadsRead, CollectError> {
         let now = monotonic_ns();
         // Sized once, from the last walk: a sample is large (its counters carry the wall
         // classes' histogram). Each entry is decoded straight from the walk's batch buffer.
-        let mut out = Vec::with_capacity(self.threads_read.get() + self.threads_read.get() / 8);
+        let mut out = Vec::with_capacity(self.threads_read + self.threads_read / 8);
         let mut finished = Vec::new();
         let mut open_other = Vec::new();
         map_walk::walk_decoded(
@@ -326,7 +326,7 @@ impl Collector {
                 Ok(())
             },
         )?;
-        self.threads_read.set(out.len());
+        self.threads_read = out.len();
         Ok((out, finished, open_other))
     }
 

@@ -3,7 +3,7 @@
 //! `pkprof-agent` (configuration, windows, store, merging, control socket); this module wires them
 //! to the collector and the recording loop:
 //!
-//! one `Session` runs for the agent's whole life, driven step by step (a poll of about 50 ms);
+//! one `Session` runs for the agent's whole life, driven step by step (a poll of up to 200 ms);
 //! between steps the agent answers control requests, and at each window's end it takes the
 //! window's samples, turns the accounting's totals into the window's own figures, symbolizes,
 //! labels cgroups (`cgroups`), and hands the profile to its sinks (the store, or the memory ring;

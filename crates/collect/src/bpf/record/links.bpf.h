@@ -24,8 +24,9 @@ struct {
 
 /*
  * Processes whose memory maps user space has captured (key tgid). A sample of a process not in it
- * wakes the reader at once so it can capture the maps while the process lives; other records wait
- * for the reader's next poll (or for the ring to fill up), which saves a wake-up per sample.
+ * wakes the reader so it can capture the maps while the process lives (once the process is old
+ * enough: capture_wakeup); other records wait for the reader's next poll (or for the ring to fill
+ * up), which saves a wake-up per sample.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -48,13 +49,13 @@ const volatile __u64 wakeup_bytes = 1 << 20;
  */
 const volatile __u64 capture_wake_min_age_ns = 0;
 
-/* Whether a sample at `now` of process t (leader's start time), not yet captured when
- * `uncaptured`, wakes the reader. */
-static __always_inline bool capture_wakeup(bool uncaptured, struct task_struct *t, __u64 now)
+/* Whether a sample at `now` of process `owner` (task t, running it) wakes the reader: not yet
+ * captured, and old enough. */
+static __always_inline bool capture_wakeup(__u32 owner, struct task_struct *t, __u64 now)
 {
 	__u64 start;
 
-	if (!uncaptured)
+	if (bpf_map_lookup_elem(&captured, &owner))
 		return false;
 	if (!capture_wake_min_age_ns)
 		return true;

@@ -277,9 +277,9 @@ static __always_inline void offcpu_emit(struct task_struct *cur, struct offcpu_t
 	}
 	{
 		__u32 owner = buf->o.s.cur_pid;
-		bool urgent = buf->o.s.ustack_len > 0 &&
-			      capture_wakeup(!bpf_map_lookup_elem(&captured, &owner), cur,
-					     buf->o.s.time_ns);
+		/* time_ns is the block's end (its switch-in), a little before now: the age it gives
+		 * is at most that much short. */
+		bool urgent = buf->o.s.ustack_len > 0 && capture_wakeup(owner, cur, buf->o.s.time_ns);
 
 		if (py_emit(&buf->o, sizeof(buf->o), &buf->o.s, py_slot(PY_SLOT_OFFCPU), buf->stack,
 			    submit_flags(urgent))) {

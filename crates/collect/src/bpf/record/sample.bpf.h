@@ -155,8 +155,7 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 	}
 	{
 		__u32 owner = s->cur_pid;
-		bool urgent = s->ustack_len > 0 &&
-			      capture_wakeup(!bpf_map_lookup_elem(&captured, &owner), cur, s->time_ns);
+		bool urgent = s->ustack_len > 0 && capture_wakeup(owner, cur, s->time_ns);
 
 		s->build_ns = bpf_ktime_get_ns() - s->time_ns;
 		if (py_emit(s, sizeof(*s), s, py_slot(PY_SLOT_SAMPLE), buf->stack, submit_flags(urgent)))
