@@ -1,8 +1,9 @@
 //! A complete read of a BPF hash map, batch by batch (`BPF_MAP_LOOKUP_BATCH`), and the one
 //! walk-decode-delete helper every map reader uses: [`walk`] hands each entry's bytes over from
 //! the batch buffers, [`walk_decoded`] / [`decoded`] as its key and value types, [`sweep`] also
-//! deletes the entries its caller's verdict lets go, [`delete`] deletes keys collected earlier. Deletes always come after the walk: deleting the key a hash-map walk stands
-//! on restarts the walk.
+//! deletes the entries its caller's verdict lets go, [`delete`] deletes keys collected earlier.
+//! Deletes always come after the walk: deleting the key a hash-map walk stands on restarts the
+//! walk.
 //!
 //! Hand-written rather than libbpf-rs's `MapCore::lookup_batch`: its iterator (0.27, and upstream
 //! at the time of writing) ends the walk at the first batch shorter than asked for, and ends it
@@ -85,10 +86,7 @@ pub(crate) fn walk<M: MapCore>(
                 if errno == libc::ENOENT {
                     return Ok(());
                 }
-                match position.as_mut() {
-                    Some(p) => p.copy_from_slice(&next),
-                    None => position = Some(next.clone()),
-                }
+                position = Some(next.clone());
             }
             // One bucket holds more entries than the buffer: retry it with a larger one.
             libc::ENOSPC => {

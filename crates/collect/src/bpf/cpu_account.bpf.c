@@ -469,7 +469,7 @@ int BPF_PROG(on_process_exec, struct task_struct *p, pid_t old_pid, struct linux
 	struct pkprof_thread *e = bpf_map_lookup_elem(&threads, &tid);
 
 	if (e)
-		bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), p->comm);
+		task_comm_copy(p, e->comm); /* as thread_entry: two direct loads, no helper call */
 	py_exec(p); /* record: looked at again (record/python.bpf.h) */
 	return 0;
 }
