@@ -103,6 +103,24 @@ fn cpu_now() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// Waits until the SQPOLL threads of earlier modes are asleep: their run time no longer
+/// advances over a few of their idle periods (at most a second). A polling thread still spinning
+/// when a mode's clock starts is counted in that mode's CPU (`getrusage` sums the process's
+/// threads): the idle time is rounded up to whole jiffies (4 ms at 250 Hz), so a fixed sleep
+/// after the SQPOLL mode left the plain loop that follows it billed for the spin.
+fn sqpoll_asleep() {
+    let gap = Duration::from_millis(u64::from(SQPOLL_IDLE_MS) * 3);
+    let mut before = MultiCall::sqpoll_cpu();
+    for _ in 0..100 {
+        std::thread::sleep(gap);
+        let now = MultiCall::sqpoll_cpu();
+        if now == before {
+            return;
+        }
+        before = now;
+    }
+}
+
 fn check(r: isize, what: &str) -> isize {
     if r < 0 {
         fail(&format!("{what}: {}", std::io::Error::last_os_error()));
@@ -130,8 +148,7 @@ fn measure(title: &str, unit: &str, mut modes: Vec<Mode>, args: &Args, iters: us
         for k in 0..n {
             let i = (r + k) % n;
             let m = &mut modes[i];
-            // Let SQPOLL threads of earlier modes fall asleep before measuring.
-            std::thread::sleep(Duration::from_millis(u64::from(SQPOLL_IDLE_MS) * 3));
+            sqpoll_asleep();
             let sq0 = MultiCall::sqpoll_cpu().unwrap_or_default();
             let (c0, t0) = (cpu_now(), Instant::now());
             let mut crossings = 0;

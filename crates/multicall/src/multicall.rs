@@ -138,9 +138,11 @@ impl MultiCall {
         }
     }
 
-    /// CPU time (user + system) the process's SQPOLL threads (`iou-sqp-<pid>`) have used so far,
-    /// from `/proc/self/task/*/stat`; `None` if there are none. All SQPOLL rings of the process
-    /// are summed. `getrusage(RUSAGE_SELF)` already includes it (the thread is the process's).
+    /// CPU time the process's SQPOLL threads (`iou-sqp-<pid>`) have used so far, in
+    /// nanoseconds from `/proc/self/task/*/schedstat` (the scheduler's run time; the clock ticks
+    /// of `stat`, 10 ms each, where a kernel has no schedstat); `None` if there are none. All
+    /// SQPOLL rings of the process are summed. `getrusage(RUSAGE_SELF)` already includes it (the
+    /// thread is the process's).
     pub fn sqpoll_cpu() -> Option<Duration> {
         let tick = 1e9 / clock_ticks() as f64;
         let mut total: Option<Duration> = None;
@@ -149,16 +151,24 @@ impl MultiCall {
             if !comm.starts_with("iou-sqp") {
                 continue;
             }
-            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-                continue;
+            let run_ns = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+            let ns = match run_ns {
+                Some(ns) => ns,
+                None => {
+                    let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+                        continue;
+                    };
+                    // Fields after the ")" that closes comm: state is field 3, utime 14, stime 15.
+                    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+                    let f: Vec<&str> = rest.split_whitespace().collect();
+                    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+                        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+                    (ticks as f64 * tick) as u64
+                }
             };
-            // Fields after the ")" that closes comm: state is field 3, utime 14, stime 15.
-            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-                + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-            *total.get_or_insert(Duration::ZERO) +=
-                Duration::from_nanos((ticks as f64 * tick) as u64);
+            *total.get_or_insert(Duration::ZERO) += Duration::from_nanos(ns);
         }
         total
     }
