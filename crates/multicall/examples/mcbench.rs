@@ -157,7 +157,10 @@ fn measure(title: &str, unit: &str, mut modes: Vec<Mode>, args: &Args, iters: us
             }
             let wall = t0.elapsed().as_nanos() as f64 / iters as f64;
             let cpu = (cpu_now() - c0).as_nanos() as f64 / iters as f64;
-            let sq = (MultiCall::sqpoll_cpu().unwrap_or_default() - sq0).as_nanos() as f64;
+            let sq = MultiCall::sqpoll_cpu()
+                .unwrap_or_default()
+                .saturating_sub(sq0)
+                .as_nanos() as f64;
             res[i].push((wall, cpu, crossings as f64 / iters as f64));
             sqpoll[i].push(sq / iters as f64);
         }
