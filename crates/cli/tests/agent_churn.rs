@@ -1,7 +1,7 @@
 //! `pkprof agent` stays bounded under process churn (docs/design.md, "The agent / Bounded
 //! memory"), measured with the kernel's own figures of the agent: its open descriptors
 //! (`/proc/PID/fd`, asserted) and its anonymous resident memory (`RssAnon` of
-//! `/proc/PID/status`: what it allocates; printed: it still grows, see below), compared with its
+//! `/proc/PID/status`: what it allocates; printed: it grows while caches fill, see below), compared with its
 //! own early windows. Its file-backed resident pages (`RssFile`) are
 //! printed, not bounded: they are the pages of binaries that live processes map (blazesym reads
 //! them in place), shared with those processes, and move with whatever else the machine runs.
@@ -154,11 +154,11 @@ fn agent_stays_bounded_under_process_churn() {
         fd_late as u64 <= fd_early as u64 + started / 20,
         "open descriptors {fd_early} -> {fd_late} over {started} binaries run"
     );
-    // Anonymous memory: NOT bounded yet (issue 13 stays open on it). Here it still grows about
-    // 6 KiB per distinct binary run (50 -> 55 MiB over these 30 s, ~900 binaries, on every run
-    // measured), so the bound this test is meant to hold, the late windows' median within 5% of
-    // the early windows' peak, fails about every other run: it is printed until the growth is
-    // found, and asserted then.
+    // Anonymous memory: printed, not asserted (issue 13 stays open on it). It grows in these 40 s
+    // (+2-5%), but not per distinct binary: churning copies of one build-id grows it nearly as
+    // fast, and the growth slows over minutes. A heap profile puts it in caches that fill as new
+    // addresses are sampled (blazesym's lazily parsed DWARF units of long-lived files; the frame
+    // caches, bounded at 2^18 addresses): docs/design.md, "The agent / Bounded memory".
     let anon: Vec<u64> = samples.iter().map(|s| s.1).collect();
     let anon_early = *anon[6..16].iter().max().unwrap();
     let anon_late = median(&anon[anon.len() - 10..]);
