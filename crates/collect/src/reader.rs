@@ -66,7 +66,7 @@ fn counters(a: &pkprof_acc) -> Counters {
 /// every read is the state of one instant and the classes add up to the wall time.
 ///
 /// A thread on a CPU has its switch-in in that CPU's register (`on_cpu`, the wall chain's
-/// `wall_cpus`: the entry is updated at its switch-out only); it closes the off period before it
+/// `pkprof_cpu.wall`: the entry is updated at its switch-out only); it closes the off period before it
 /// as `wall_close_off` in chains/wall.bpf.h does, and the thread is running since.
 pub(crate) fn wall_counters(
     w: &pkprof_wall,
@@ -205,7 +205,7 @@ impl Collector {
         let mut tries = 0;
         loop {
             let before = self.read_cpus()?;
-            let on_cpu = crate::chains::wall::switched_in(&self.skel.maps)?;
+            let on_cpu = crate::chains::wall::switched_in(&before);
             (threads, finished, open_other) = self.read_threads(&on_cpu)?;
             // The slices still running are charged by the kernel up to each CPU's flush, before
             // `now`; the registers then hold everything up to that instant.

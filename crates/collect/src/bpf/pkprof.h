@@ -129,7 +129,7 @@ enum pkprof_wall_hist {
  * preemption and a new thread; a woken thread is blocked until its switch-in says when it woke).
  */
 /*
- * The wall chain's per-CPU register (map `wall_cpus`): the thread switched in last on this CPU,
+ * The wall chain's per-CPU register (`pkprof_cpu.wall`): the thread switched in last on this CPU,
  * when (ktime), and its run-queue total as schedstat will say it once this switch-in is counted
  * (sched_info.run_delay plus the wait ending now; wait_known 0: not said, a kernel without
  * CONFIG_SCHED_INFO). The switch-in needs no thread entry: it is applied to the entry at the
@@ -145,7 +145,7 @@ struct pkprof_wall_cpu {
 struct pkprof_wall {
 	__u64 since_ns;      /* ktime the classes start (0: not yet) */
 	__u64 oncpu_ns;      /* closed on-CPU periods since since_ns */
-	__u64 in_ns;         /* 0 at rest: a thread on a CPU has its switch-in in wall_cpus */
+	__u64 in_ns;         /* 0 at rest: a thread on a CPU has its switch-in in its CPU's register */
 	__u64 end_ns;        /* ktime of its final switch-out (exited), else 0 */
 	__u64 off_ns;        /* ktime it left the CPU, 0 while on it */
 	__u64 wake_ns;       /* ktime it became runnable; < off_ns while blocked (or not known) */
@@ -324,6 +324,10 @@ struct pkprof_cpu {
 	__u64 sys_enter_ns;
 	__u32 sys_nr;
 	__u32 overflow; /* nesting levels swallowed after a ctx_overflow */
+	/* The wall chain's register (chains/wall.bpf.h): held here, next to the core's registers,
+	 * so that a switch reaches it through the CPU entry in hand, not two map lookups of its own
+	 * (about 4 ns a switch; docs/design.md "Wall time"). */
+	struct pkprof_wall_cpu wall;
 	/* Charged to cur_tid but not yet flushed into its `threads` entry (flushed at every switch). */
 	struct pkprof_acc pending;
 	/* Totals of this CPU since attach; they add up to the time since the CPU's first event. */

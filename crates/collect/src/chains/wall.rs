@@ -6,12 +6,11 @@
 
 use std::collections::HashMap;
 
-use libbpf_rs::{MapCore, MapFlags};
 
 use super::{first_missing, Chain, Setup, SweepAt, Swept};
 use crate::error::CollectError;
 use crate::map_walk;
-use crate::skel::types::{pkprof_other_fn, pkprof_other_fn_key, pkprof_wall_cpu};
+use crate::skel::types::{pkprof_cpu, pkprof_other_fn, pkprof_other_fn_key, pkprof_wall_cpu};
 use crate::skel::{CpuAccountMaps, OpenCpuAccountSkel};
 
 pub(crate) static CHAIN: Chain = Chain {
@@ -138,26 +137,15 @@ fn sweep(_: &CpuAccountMaps<'static>, _: &SweepAt, _: &mut Swept) -> Result<(), 
     Ok(())
 }
 
-/// The switch-ins not yet applied to their threads' entries (the per-CPU register `wall_cpus`,
+/// The switch-ins not yet applied to their threads' entries (each CPU entry's register `wall`,
 /// docs/design.md "Wall time"), by thread: for the reader, which closes those threads' off
 /// periods at them. Empty while the chain is off.
-pub(crate) fn switched_in(
-    maps: &CpuAccountMaps<'static>,
-) -> Result<HashMap<u32, pkprof_wall_cpu>, CollectError> {
-    let per_cpu = maps
-        .wall_cpus
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .map_err(CollectError::reading("wall_cpus"))?
-        .unwrap_or_default();
-    let mut out = HashMap::new();
-    for bytes in &per_cpu {
-        let r: pkprof_wall_cpu =
-            map_walk::decode(bytes).map_err(|e| CollectError::read("wall_cpus", e))?;
-        if r.tid != 0 && r.in_ns != 0 {
-            out.insert(r.tid, r);
-        }
-    }
-    Ok(out)
+pub(crate) fn switched_in(cpus: &[pkprof_cpu]) -> HashMap<u32, pkprof_wall_cpu> {
+    cpus.iter()
+        .map(|c| c.wall)
+        .filter(|r| r.tid != 0 && r.in_ns != 0)
+        .map(|r| (r.tid, r))
+        .collect()
 }
 
 #[cfg(test)]

@@ -27,13 +27,8 @@
  * while it is off. */
 const volatile bool wall_on = false;
 
-/* The wall chain's per-CPU register: the switch-in still to apply (pkprof.h). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct pkprof_wall_cpu);
-} wall_cpus SEC(".maps");
+/* The wall chain's per-CPU register, the switch-in still to apply, is the core's CPU entry's
+ * `wall` (pkprof.h). */
 
 /*
  * next's run-queue total as /proc/PID/schedstat will say it once this switch-in is counted, into
@@ -315,14 +310,12 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 	__u64 now = c->last_ns; /* the switch's instant: charge() just ran */
 	struct pkprof_wall_cpu *r;
 	struct pkprof_wall *w;
-	__u32 state = c->switch_state, key = 0, tid = cur->pid;
+	__u32 state = c->switch_state, tid = cur->pid;
 	__u64 in = 0, own = 0, reason_part = 0;
 
 	if (!wall_on || !tid || !count_from_ns)
 		return;
-	r = bpf_map_lookup_elem(&wall_cpus, &key);
-	if (!r)
-		return;
+	r = &c->wall;
 	if (r->tid == tid) {
 		in = r->in_ns;
 	} else if (r->tid) {
@@ -409,13 +402,10 @@ static __always_inline void wall_switch_out(struct pkprof_cpu *c, struct pkprof_
 static __always_inline void wall_switch_in(struct pkprof_cpu *c, struct task_struct *next)
 {
 	struct pkprof_wall_cpu *r;
-	__u32 key = 0;
 
 	if (!wall_on)
 		return;
-	r = bpf_map_lookup_elem(&wall_cpus, &key);
-	if (!r)
-		return;
+	r = &c->wall;
 	/* tid last: a reader that copies the register mid-write sees no thread or the whole one
 	 * (its retry on a switch during the read takes care of the rest). */
 	r->tid = 0;
