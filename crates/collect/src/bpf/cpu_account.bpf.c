@@ -242,7 +242,6 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		c->overflow = 0;
 	}
 	c->ctx[0] = PKPROF_CTX_TASK;
-	c->switches++;
 
 	e = NULL;
 	start = c->sum_at_in ? c->sum_at_in - 1 : 0;
@@ -319,6 +318,8 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	c->csw_at_in = switch_count(next) + 1;
 	c->steal_at_in = steal + 1;
 	chains_switch_in(c, next);
+	/* Counted once the registers are written (the wall chain's `wall` in pkprof.h). */
+	c->switches++;
 	c->mode = PKPROF_MODE_UNKNOWN;
 	c->sys_enter_ns = 0;
 	if (split_modes && next->pid) {

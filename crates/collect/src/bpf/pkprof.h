@@ -324,10 +324,6 @@ struct pkprof_cpu {
 	__u64 sys_enter_ns;
 	__u32 sys_nr;
 	__u32 overflow; /* nesting levels swallowed after a ctx_overflow */
-	/* The wall chain's register (chains/wall.bpf.h): held here, next to the core's registers,
-	 * so that a switch reaches it through the CPU entry in hand, not two map lookups of its own
-	 * (about 4 ns a switch; docs/design.md "Wall time"). */
-	struct pkprof_wall_cpu wall;
 	/* Charged to cur_tid but not yet flushed into its `threads` entry (flushed at every switch). */
 	struct pkprof_acc pending;
 	/* Totals of this CPU since attach; they add up to the time since the CPU's first event. */
@@ -336,6 +332,13 @@ struct pkprof_cpu {
 	__u64 hardirq_ns;
 	__u64 softirq_ns[PKPROF_NR_SOFTIRQS];
 	__u64 switches;
+	/* The wall chain's register (chains/wall.bpf.h): held here, in the CPU entry the switch has
+	 * in hand, rather than in a map of its own looked up twice a switch (4-5 ns a switch;
+	 * docs/design.md "Wall time"). After `switches`, which the switch counts after writing
+	 * it: a reader's copy (in address order) that meets the register mid-write has the old
+	 * count, and its copy after the walk tells (reader.rs retries).
+	 */
+	struct pkprof_wall_cpu wall;
 	/* Served-event register, interrupt context: the open tag. */
 	__u32 tag;       /* enum pkprof_tag: PKPROF_TAG(chain, n), or NONE */
 	__u32 tag_depth; /* context depth the tag belongs to */

@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 
-
 use super::{first_missing, Chain, Setup, SweepAt, Swept};
 use crate::error::CollectError;
 use crate::map_walk;
