@@ -155,8 +155,8 @@ fn agent_stays_bounded_under_process_churn() {
         "open descriptors {fd_early} -> {fd_late} over {started} binaries run"
     );
     // Anonymous memory: printed, not asserted (issue 13 stays open on it). It grows in these 40 s
-    // (+2-5%), but not per distinct binary: churning copies of one build-id grows it nearly as
-    // fast, and the growth slows over minutes. A heap profile puts it in caches that fill as new
+    // (+2-5%), mostly not per distinct binary: churning copies of one build-id grows it 60% as
+    // much, and the growth slows over minutes. A heap profile puts it in caches that fill as new
     // addresses are sampled (blazesym's lazily parsed DWARF units of long-lived files; the frame
     // caches, bounded at 2^18 addresses): docs/design.md, "The agent / Bounded memory".
     let anon: Vec<u64> = samples.iter().map(|s| s.1).collect();

@@ -104,14 +104,16 @@ fn cpu_now() -> Duration {
 }
 
 /// Waits until the SQPOLL threads of earlier modes are asleep: their run time no longer
-/// advances over a few of their idle periods (at most a second). A polling thread still spinning
-/// when a mode's clock starts is counted in that mode's CPU (`getrusage` sums the process's
-/// threads): the idle time is rounded up to whole jiffies (4 ms at 250 Hz), so a fixed sleep
-/// after the SQPOLL mode left the plain loop that follows it billed for the spin.
+/// advances over 25 ms (at most a second). A polling thread still spinning when a mode's clock
+/// starts is counted in that mode's CPU (`getrusage` sums the process's threads): the idle time is
+/// rounded up to whole jiffies (4 ms at 250 Hz, 10 ms at 100 Hz), so a fixed 6 ms sleep after the
+/// SQPOLL mode left the plain loop that follows it billed for the spin. 25 ms spans at least two
+/// ticks at 100 Hz, which a spinning thread's run time (updated at ticks and switches) and the
+/// 10 ms clock ticks of the `stat` fallback both show.
 fn sqpoll_asleep() {
-    let gap = Duration::from_millis(u64::from(SQPOLL_IDLE_MS) * 3);
+    let gap = Duration::from_millis(25);
     let mut before = MultiCall::sqpoll_cpu();
-    for _ in 0..100 {
+    for _ in 0..40 {
         std::thread::sleep(gap);
         let now = MultiCall::sqpoll_cpu();
         if now == before {

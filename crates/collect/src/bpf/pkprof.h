@@ -333,7 +333,7 @@ struct pkprof_cpu {
 	__u64 softirq_ns[PKPROF_NR_SOFTIRQS];
 	__u64 switches;
 	/* The wall chain's register (chains/wall.bpf.h): held here, in the CPU entry the switch has
-	 * in hand, rather than in a map of its own looked up twice a switch (4-5 ns a switch;
+	 * in hand, rather than in a map of its own looked up twice a switch (about 6 ns a switch;
 	 * docs/design.md "Wall time"). After `switches`, which the switch counts after writing
 	 * it: a reader's copy (in address order) that meets the register mid-write has the old
 	 * count, and its copy after the walk tells (reader.rs retries).

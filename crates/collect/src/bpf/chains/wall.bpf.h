@@ -406,8 +406,9 @@ static __always_inline void wall_switch_in(struct pkprof_cpu *c, struct task_str
 	if (!wall_on)
 		return;
 	r = &c->wall;
-	/* tid last: a reader that copies the register mid-write sees no thread or the whole one
-	 * (its retry on a switch during the read takes care of the rest). */
+	/* A reader that copies the register mid-write (tid old or 0 with in_ns new, or the new tid
+	 * with part of the rest old) copied the CPU's switch count before this switch counts it, at
+	 * the end of the core's program: its copy after the walk differs and it reads again. */
 	r->tid = 0;
 	r->in_ns = c->last_ns;
 	sched_wait(next, r);
