@@ -144,31 +144,16 @@ impl MultiCall {
     /// SQPOLL rings of the process are summed. `getrusage(RUSAGE_SELF)` already includes it (the
     /// thread is the process's).
     pub fn sqpoll_cpu() -> Option<Duration> {
-        let tick = 1e9 / clock_ticks() as f64;
         let mut total: Option<Duration> = None;
         for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            let dir = task.path();
+            let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
             if !comm.starts_with("iou-sqp") {
                 continue;
             }
-            let run_ns = std::fs::read_to_string(task.path().join("schedstat"))
-                .ok()
-                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
-            let ns = match run_ns {
-                Some(ns) => ns,
-                None => {
-                    let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-                        continue;
-                    };
-                    // Fields after the ")" that closes comm: state is field 3, utime 14, stime 15.
-                    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-                    let f: Vec<&str> = rest.split_whitespace().collect();
-                    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-                        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-                    (ticks as f64 * tick) as u64
-                }
-            };
-            *total.get_or_insert(Duration::ZERO) += Duration::from_nanos(ns);
+            if let Some(ns) = schedstat_run_ns(&dir).or_else(|| stat_cpu_ns(&dir)) {
+                *total.get_or_insert(Duration::ZERO) += Duration::from_nanos(ns);
+            }
         }
         total
     }
@@ -262,6 +247,23 @@ impl MultiCall {
         }
         Ok(())
     }
+}
+
+/// A task's run time (ns) from its `schedstat` (`/proc/self/task/TID`), the first field.
+fn schedstat_run_ns(task: &std::path::Path) -> Option<u64> {
+    let s = std::fs::read_to_string(task.join("schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// A task's user + system time (ns) from its `stat`, in clock ticks (10 ms each).
+fn stat_cpu_ns(task: &std::path::Path) -> Option<u64> {
+    let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+    // Fields after the ")" that closes comm: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Some((ticks as f64 * 1e9 / clock_ticks() as f64) as u64)
 }
 
 fn clock_ticks() -> i64 {
