@@ -4,6 +4,11 @@ use crate::counters::{Counters, CpuCounters, LostCounters};
 use crate::interval::ProgStat;
 use crate::other_fns::OtherFnSample;
 
+/// The PID (and TID) of the one row that counts short-lived processes together, when the reader
+/// folds them (pkprof-collect's `CollectorOptions::fold_short_lived_ns`, docs/design.md "The agent /
+/// Cost"): above any PID Linux gives (at most 2^22).
+pub const SHORT_LIVED_PID: u32 = u32::MAX;
+
 /// One thread's cumulative counters since attach, including the slice still running at read time.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ThreadSample {
@@ -55,4 +60,6 @@ pub struct Snapshot {
     /// OTHER blocked time by (thread, kernel return address) since attach (their own table,
     /// docs/design.md "Wall time"); the entries of threads read `exited` are not read again.
     pub other_fns: Vec<OtherFnSample>,
+    /// Processes counted in the `SHORT_LIVED_PID` row since attach (0 when folding is off).
+    pub short_lived_processes: u64,
 }

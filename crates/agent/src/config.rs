@@ -64,6 +64,9 @@ pub struct Limits {
     pub max_groups: usize,
     /// Processes the window's table keeps (the busiest by CPU time).
     pub max_processes: usize,
+    /// A process born and gone between two reads of the accounting that cost less than this is
+    /// counted in one row, `(short-lived)`, with the others (zero: each keeps its own row).
+    pub short_lived: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +95,7 @@ impl Default for Config {
                 max_stacks: 50_000,
                 max_groups: 100_000,
                 max_processes: 10_000,
+                short_lived: Duration::from_millis(10),
             },
             store: Some(StoreConfig {
                 dir: PathBuf::from("/var/lib/pkprof"),
@@ -145,6 +149,7 @@ struct FileLimits {
     max_stacks: Option<usize>,
     max_groups: Option<usize>,
     max_processes: Option<usize>,
+    short_lived: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -188,6 +193,7 @@ pub struct Overrides {
     pub max_stacks: Option<usize>,
     pub max_groups: Option<usize>,
     pub max_processes: Option<usize>,
+    pub short_lived: Option<String>,
     pub otlp_url: Option<String>,
     pub stack_bytes: Option<u32>,
     /// `--bpf-stats`: on whatever the file says.
@@ -395,6 +401,10 @@ impl Config {
                 "limits.max_processes",
                 c.limits.max_processes,
             )?,
+            short_lived: match o.short_lived.as_ref().or(f.limits.short_lived.as_ref()) {
+                Some(d) => parse_duration(d).map_err(|e| invalid("limits.short_lived", e))?,
+                None => c.limits.short_lived,
+            },
         };
         let enabled = !o.no_store && f.store.enabled.unwrap_or(true);
         c.store = if enabled {

@@ -150,6 +150,10 @@ pub struct AgentArgs {
     /// Processes kept per window (config: limits.max_processes).
     #[arg(long)]
     max_processes: Option<usize>,
+    /// Processes born and gone between two reads that cost less than this share one row,
+    /// `(short-lived)`; 0 keeps each (config: limits.short_lived; default 10ms).
+    #[arg(long, value_name = "DURATION")]
+    short_lived: Option<String>,
     /// Bytes of user stack copied per sample (config: stack_bytes).
     #[arg(long)]
     stack_bytes: Option<u32>,
@@ -180,6 +184,7 @@ impl AgentArgs {
                 max_stacks: self.max_stacks,
                 max_groups: self.max_groups,
                 max_processes: self.max_processes,
+                short_lived: self.short_lived,
                 otlp_url: self.otlp,
                 stack_bytes: self.stack_bytes,
                 bpf_stats: self.bpf_stats,

@@ -11,8 +11,9 @@
 //! Inside, `preflight` checks privileges and tracepoints before anything is loaded, `skeleton` is
 //! the one open/configure/load/attach path of both BPF objects, `loader` configures the accounting
 //! object, `chains` holds each attribution chain's programs and map sweeps (docs/design.md,
-//! "How a chain plugs in"), `map_walk` is the one walk-decode-delete of a BPF map, and `reader`
-//! turns the kernel maps into a `Snapshot`.
+//! "How a chain plugs in"), `map_walk` is the one walk-decode-delete of a BPF map, `reader`
+//! turns the kernel maps into a `Snapshot`, and `short_lived` folds the processes born and gone
+//! between two reads into one row where asked (the agent).
 
 mod chains;
 mod clock;
@@ -23,6 +24,7 @@ mod preflight;
 mod progstats;
 mod reader;
 pub mod record;
+mod short_lived;
 mod skel;
 mod skeleton;
 pub mod syscall_graph;

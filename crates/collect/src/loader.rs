@@ -20,6 +20,7 @@ use crate::skel::types::{
 
 /// A syscall number no call has (pkprof.h: a call this architecture lacks).
 const NO_SYSCALL: u32 = pkprof_syscall_nr::PKPROF_NO_SYSCALL.0;
+use crate::short_lived::ShortLived;
 use crate::skel::{CpuAccountSkel, CpuAccountSkelBuilder};
 use crate::skeleton::{self, AttachPlan};
 use crate::tracefs::Tracefs;
@@ -55,6 +56,10 @@ pub struct CollectorOptions {
     /// (nothing is lost, a slice may move to the next read) rather than three walks a read on
     /// a busy machine.
     pub read_tries: u32,
+    /// A process born and gone between two reads that cost less than this is counted in one
+    /// row with the others, `pkprof_accounting::SHORT_LIVED_PID` (short_lived.rs); 0: every
+    /// process has its own row. The agent's; `top` and `record` show each process.
+    pub fold_short_lived_ns: u64,
 }
 
 impl Default for CollectorOptions {
@@ -68,6 +73,7 @@ impl Default for CollectorOptions {
             record: None,
             opt_in_chains: Vec::new(),
             read_tries: 3,
+            fold_short_lived_ns: 0,
         }
     }
 }
@@ -97,6 +103,8 @@ pub struct Collector {
     chains_off: Vec<ChainOff>,
     /// record --off-cpu: how a chosen block's user stack is taken (None without --off-cpu).
     offcpu_ustack: Option<OffCpuUstack>,
+    /// Short-lived processes folded into one row (CollectorOptions::fold_short_lived_ns).
+    pub(crate) short_lived: ShortLived,
 }
 
 /// Attaches the sampling program to a cpu-clock event on every online CPU, and the uprobes.
@@ -334,6 +342,7 @@ impl Collector {
             .as_deref_mut()
             .ok_or_else(|| CollectError::read("bss", "the object has no .bss section"))?
             .count_from_ns = attach_mono_ns;
+        let short_lived = ShortLived::new(options.fold_short_lived_ns);
         Ok(Collector {
             skel,
             _links: links,
@@ -349,6 +358,7 @@ impl Collector {
             chains,
             chains_off,
             offcpu_ustack: off_cpu.then_some(used),
+            short_lived,
         })
     }
 

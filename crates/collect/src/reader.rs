@@ -150,8 +150,14 @@ fn close_off(w: &mut pkprof_wall, r: &pkprof_wall_cpu) {
     w.off_ns = 0;
 }
 
-/// `read_threads`: the entries, the tids read for the last time, the open OTHER periods.
-type ThreadsRead = (Vec<ThreadSample>, Vec<u32>, Vec<OtherFnSample>);
+/// `read_threads`: the entries, the tids read for the last time, the open OTHER periods, and
+/// the entries that may be part of a short-lived process (short_lived.rs; not in the first).
+struct ThreadsRead {
+    threads: Vec<ThreadSample>,
+    finished: Vec<u32>,
+    open_other: Vec<OtherFnSample>,
+    short_lived: Vec<ThreadSample>,
+}
 
 /// The OTHER period of thread `tid` (entry `t`) still open at this read (or closed by a switch-in
 /// the entry has not taken yet), with its kernel function: what the read gives OTHER beyond the
@@ -201,12 +207,12 @@ impl Collector {
         // into an entry already read: they would be missing from this read. The per-CPU switch
         // counts read before and after the walk tell; retry a few times for a consistent read
         // (under a switch storm the last try is used: at worst a slice shows one read late).
-        let (mut threads, mut finished, mut open_other, mut cpus, mut now);
+        let (mut read, mut cpus, mut now);
         let mut tries = 0;
         loop {
             let before = self.read_cpus()?;
             let on_cpu = crate::chains::wall::switched_in(&before);
-            (threads, finished, open_other) = self.read_threads(&on_cpu)?;
+            read = self.read_threads(&on_cpu)?;
             // The slices still running are charged by the kernel up to each CPU's flush, before
             // `now`; the registers then hold everything up to that instant.
             self.flush_cpus();
@@ -221,12 +227,23 @@ impl Collector {
                 break;
             }
         }
+        let ThreadsRead {
+            mut threads,
+            finished,
+            open_other,
+            short_lived,
+        } = read;
+        // The walk that counts ended before `now` (an entry born since is shown by no read yet).
+        self.short_lived.walked(now);
+        let folded = self.short_lived.fold(short_lived, &mut threads);
         // Whether a running thread without an entry gets one at its switch-out (a new thread, a
         // table with room once the finished entries are deleted) or is charged as untracked.
-        let table_full =
-            threads.len().saturating_sub(finished.len()) >= self.max_threads() as usize;
+        let table_full = (threads.len() + folded.len()).saturating_sub(finished.len())
+            >= self.max_threads() as usize;
         let mut other_fns = crate::chains::wall::other_fns(&self.skel.maps, &finished)?;
+        self.short_lived.relabel(&mut other_fns, &folded);
         add_open_other(&mut other_fns, open_other);
+        threads.extend(self.short_lived.sample());
         // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
         map_walk::delete(
             &self.skel.maps.threads,
@@ -241,6 +258,7 @@ impl Collector {
                 .unwrap_or(0.0),
             split_modes: self.options.syscalls,
             other_fns,
+            short_lived_processes: self.short_lived.processes(),
             ..Snapshot::default()
         };
         for (i, c) in cpus.iter().enumerate() {
@@ -297,6 +315,8 @@ impl Collector {
         let mut out = Vec::with_capacity(self.threads_read + self.threads_read / 8);
         let mut finished = Vec::new();
         let mut open_other = Vec::new();
+        let mut short_lived = Vec::new();
+        let fold = &self.short_lived;
         map_walk::walk_decoded(
             &self.skel.maps.threads,
             "threads",
@@ -309,7 +329,12 @@ impl Collector {
                 if let Some(o) = open_other_of(tid, &t, &wall) {
                     open_other.push(o);
                 }
-                out.push(ThreadSample {
+                let to = if fold.candidate(&t, exited) {
+                    &mut short_lived
+                } else {
+                    &mut out
+                };
+                to.push(ThreadSample {
                     tid,
                     pid: t.pid,
                     ppid: t.ppid,
@@ -327,7 +352,12 @@ impl Collector {
             },
         )?;
         self.threads_read = out.len();
-        Ok((out, finished, open_other))
+        Ok(ThreadsRead {
+            threads: out,
+            finished,
+            open_other,
+            short_lived,
+        })
     }
 
     pub(crate) fn read_cpus(&self) -> Result<Vec<pkprof_cpu>, CollectError> {

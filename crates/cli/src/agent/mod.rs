@@ -96,6 +96,9 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
         // One walk of the thread table a read (CollectorOptions::read_tries): a window is a
         // difference of totals, a slice flushed during the walk shows at the next read.
         read_tries: 1,
+        // Processes born and gone between two reads share a row (docs/design.md, "The agent /
+        // Cost"): under a fork loop each of them cost the agent microseconds a read.
+        fold_short_lived_ns: config.limits.short_lived.as_nanos() as u64,
         record: Some(RecordConfig {
             frequency_hz: config.frequency_hz,
             // Four seconds of samples (`ring_bytes` sizes a quarter second), 8 to 256 MiB: the
@@ -448,7 +451,7 @@ impl Windows {
 
     /// Re-reads the configuration (SIGHUP): the window length, the process limit, the store and
     /// its retention and the memory windows take effect; the rate, stack bytes, stack and group
-    /// limits, socket and metrics address need a restart (said). A bad file keeps the running configuration.
+    /// limits, the short-lived fold, socket and metrics address need a restart (said). A bad file keeps the running configuration.
     fn reload(&mut self, path: Option<&std::path::Path>, over: &Overrides) {
         let new = match Config::load(path, over) {
             Ok(c) => c,
@@ -464,11 +467,13 @@ impl Windows {
             || new.listen != old.listen
             || new.limits.max_stacks != old.limits.max_stacks
             || new.limits.max_groups != old.limits.max_groups
+            || new.limits.short_lived != old.limits.short_lived
             || new.bpf_stats != old.bpf_stats
         {
             eprintln!(
                 "pkprof: SIGHUP: frequency_hz, stack_bytes, bpf_stats, limits.max_stacks, \
-                 limits.max_groups, socket and metrics.listen change at the next start"
+                 limits.max_groups, limits.short_lived, socket and metrics.listen change at the \
+                 next start"
             );
         }
         if new.store != old.store {
