@@ -247,7 +247,7 @@ fn agent_metrics_stay_monotonic_under_churn() {
     let mut last: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
     let mut back = Vec::new();
     let mut over = Vec::new();
-    let (mut scrapes, mut other_seen, mut missing, mut ended) = (0, 0, 0, 0);
+    let (mut scrapes, mut other_seen, mut missing, mut ended, mut short_seen) = (0, 0, 0, 0, 0);
     let mut prev_pids = std::collections::HashSet::new();
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(20) {
@@ -282,6 +282,11 @@ fn agent_metrics_stay_monotonic_under_churn() {
                 "scrape {scrapes}: own {own:.6} s > task {task:.6} s"
             ));
         }
+        // The processes born and gone between two reads: one row of their own, busy enough
+        // under this churn to be exported.
+        if text.contains("pid=\"short-lived\",comm=\"(short-lived)\"") {
+            short_seen += 1;
+        }
         if text.contains("pid=\"other\"") {
             other_seen += 1;
         } else if other_seen > 0 {
@@ -308,7 +313,8 @@ fn agent_metrics_stay_monotonic_under_churn() {
     stop.store(true, Ordering::Relaxed);
     let started = churn.join().unwrap();
     eprintln!(
-        "{scrapes} scrapes ({other_seen} with other), {started} processes run, {} series seen, \
+        "{scrapes} scrapes ({other_seen} with other, {short_seen} with short-lived), {started} \
+         processes run, {} series seen, \
          {ended} process series ended, {} went back, {} over the task time",
         last.len(),
         back.len(),
@@ -322,6 +328,7 @@ fn agent_metrics_stay_monotonic_under_churn() {
         "other in {other_seen} of {scrapes} scrapes, missing from {missing} after the first"
     );
     assert!(ended >= 10, "only {ended} process series ended");
+    assert!(short_seen > 0, "no short-lived series in {scrapes} scrapes");
     assert!(over.is_empty(), "{}", over.join("\n"));
     assert!(
         back.is_empty(),
@@ -329,5 +336,100 @@ fn agent_metrics_stay_monotonic_under_churn() {
         back.len(),
         back.join("\n")
     );
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Processes born and gone between two reads share the `(short-lived)` row (docs/design.md, "The
+/// agent / Cost"), and no nanosecond of theirs is lost or counted twice: a shell starts
+/// `/bin/true` 1,500 times; the kernel's rusage of the shell (its own time and its reaped
+/// children's, from `wait4`) against the agent's dump of the same minutes: the shell's row, its
+/// children's own rows (those a read met alive) and the `(short-lived)` row.
+#[test]
+#[ignore = "needs root and BPF"]
+fn agent_short_lived_row_holds_the_churn() {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("short-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let (store, sock) = (tmp.join("store"), tmp.join("agent.sock"));
+    let (store_s, sock_s) = (store.to_str().unwrap(), sock.to_str().unwrap());
+    let agent = Agent::start(&[
+        "--window", "1s", "-F", "19", "--listen", "", "--store", store_s, "--socket", sock_s,
+    ]);
+    agent.wait_started(Duration::from_secs(60));
+    let since = format!(
+        "@{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    );
+    let shell = Command::new("bash")
+        .args(["-c", "for ((i = 0; i < 1500; i++)); do /bin/true; done"])
+        .spawn()
+        .expect("bash starts");
+    let spid = shell.id();
+    // SAFETY: rusage is plain data that wait4 fills; our own child, valid pointers.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut status = 0;
+    let r = unsafe { libc::wait4(spid as i32, &mut status, 0, &mut ru) };
+    assert_eq!(r, spid as i32, "wait4");
+    std::mem::forget(shell);
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    let truth = tv(ru.ru_utime) + tv(ru.ru_stime);
+    // The last children's final read (past their exit grace) and the window that holds it.
+    std::thread::sleep(Duration::from_secs(3));
+    let dump = tmp.join("dump.pkprof");
+    let out = Command::new(pkprof_bin())
+        .args([
+            "ctl",
+            "--socket",
+            sock_s,
+            "dump",
+            "-o",
+            dump.to_str().unwrap(),
+        ])
+        .args(["--since", &since])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ctl dump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = pkprof_profile::load(&dump).expect("the dump reads");
+    let cpu = |q: &pkprof_profile::ProcessInfo| q.task_ns + q.hardirq_ns + q.softirq_ns;
+    let of = |f: &dyn Fn(&pkprof_profile::ProcessInfo) -> bool| -> (u64, usize) {
+        let rows: Vec<_> = p.processes.iter().filter(|q| f(q)).collect();
+        (rows.iter().map(|q| cpu(q)).sum(), rows.len())
+    };
+    let (own, _) = of(&|q| q.pid == spid);
+    let (children, alive_met) = of(&|q| q.ppid == spid);
+    let (short, rows) = of(&|q| q.pid == pkprof_accounting::SHORT_LIVED_PID);
+    let got = own + children + short;
+    eprintln!(
+        "rusage {truth} ns; dump: shell {own} ns, {alive_met} children with rows {children} ns, \
+         (short-lived) {short} ns ({rows} row), sum {got} ns"
+    );
+    assert!(rows > 0, "no (short-lived) row in the dump");
+    assert!(
+        p.processes
+            .iter()
+            .filter(|q| q.pid == pkprof_accounting::SHORT_LIVED_PID)
+            .all(|q| q.comm == "(short-lived)"),
+        "the row's name"
+    );
+    // Most children fold: a read meets a child alive only in its life or its 100 ms exit grace.
+    assert!(
+        short as f64 > 0.5 * truth.saturating_sub(own) as f64,
+        "folded {short} ns of the children's {} ns",
+        truth.saturating_sub(own)
+    );
+    // Nothing lost nor counted twice; the row may also hold other short processes of the machine
+    // in those windows (a few ms).
+    assert!(
+        got as f64 >= truth as f64 * 0.98 && got as f64 <= truth as f64 * 1.02 + 20e6,
+        "rows {got} ns against rusage {truth} ns"
+    );
+    drop(agent);
     let _ = std::fs::remove_dir_all(&tmp);
 }

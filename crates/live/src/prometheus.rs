@@ -27,7 +27,8 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use pkprof_accounting::{
-    Counters, Interval, Row, BLOCK_REASONS, CHAIN_NAMES, NR_BLOCK_REASONS, SOFTIRQ_NAMES,
+    Counters, Interval, Row, BLOCK_REASONS, CHAIN_NAMES, NR_BLOCK_REASONS, SHORT_LIVED_PID,
+    SOFTIRQ_NAMES,
 };
 
 /// Most OTHER kernel functions with their own series per exported process (the first seen
@@ -388,7 +389,7 @@ impl Exposition {
         let _ = writeln!(s, "# HELP pkprof_cpu_seconds_total CPU time by kind. While the process was current: own (or user/sys/unsplit with --syscalls), served_out (work items it ran for others), hardirq and softirq (interrupt work Linux billed to it). Done for it elsewhere: net, block, workq, server (a server's work for it as its client). own+net+block+workq+server is what the process cost the machine.");
         let _ = writeln!(s, "# TYPE pkprof_cpu_seconds_total counter");
         for (r, own) in &exported {
-            write_kinds(&mut s, &id(r).to_string(), &r.comm, own, split);
+            write_kinds(&mut s, &pid_label(id(r)), &r.comm, own, split);
         }
         write_kinds(&mut s, "other", "other", &other, split);
 
@@ -396,13 +397,13 @@ impl Exposition {
         let _ = writeln!(s, "# TYPE pkprof_wall_seconds_total counter");
         for (r, _) in &exported {
             let held = &self.members[&id(r)].wall_held;
-            write_wall(&mut s, &id(r).to_string(), &r.comm, held);
+            write_wall(&mut s, &pid_label(id(r)), &r.comm, held);
         }
         write_wall(&mut s, "other", "other", &self.other_wall_held);
         let _ = writeln!(s, "# HELP pkprof_wall_other_function_seconds_total Blocked time in class other by the kernel function the process's threads blocked in (the first outside the scheduler), since it got its series; at most 8 functions a process, the rest as function=\"other\".");
         let _ = writeln!(s, "# TYPE pkprof_wall_other_function_seconds_total counter");
         for (r, _) in &exported {
-            write_other_fns(&mut s, &id(r).to_string(), r, &self.members[&id(r)]);
+            write_other_fns(&mut s, &pid_label(id(r)), r, &self.members[&id(r)]);
         }
         // The processes without their own series, as every family has them: their class
         // `other` time, not broken down by function (held with their wall classes).
@@ -414,7 +415,7 @@ impl Exposition {
         let _ = writeln!(s, "# HELP pkprof_runq_wait_seconds Runqueue waits of the process's threads (runnable until switched in), since start; buckets at powers of 4 from 1.024 us.");
         let _ = writeln!(s, "# TYPE pkprof_runq_wait_seconds histogram");
         for (r, own) in &exported {
-            write_runq_hist(&mut s, &id(r).to_string(), &r.comm, own);
+            write_runq_hist(&mut s, &pid_label(id(r)), &r.comm, own);
         }
         write_runq_hist(&mut s, "other", "other", &other);
         let _ = writeln!(s, "# HELP pkprof_runq_wait_max_seconds Longest runqueue wait of the process's threads since start.");
@@ -535,6 +536,16 @@ fn write_other_fns(s: &mut String, pid: &str, r: &Row, m: &Member) {
             escape(function),
             secs(*ns)
         );
+    }
+}
+
+/// A row's `pid` label: its number, or `short-lived` for the row of the processes the agent's
+/// reader folded (`SHORT_LIVED_PID`).
+fn pid_label(id: u32) -> String {
+    if id == SHORT_LIVED_PID {
+        "short-lived".to_string()
+    } else {
+        id.to_string()
     }
 }
 
