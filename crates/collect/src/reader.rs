@@ -229,17 +229,19 @@ impl Collector {
         }
         let ThreadsRead {
             mut threads,
-            finished,
+            mut finished,
             open_other,
             short_lived,
         } = read;
+        let walked = threads.len() + short_lived.len();
         // The walk that counts ended before `now` (an entry born since is shown by no read yet).
         self.short_lived.walked(now);
-        let folded = self.short_lived.fold(short_lived, &mut threads);
+        let folded = self
+            .short_lived
+            .fold(short_lived, &mut threads, &mut finished);
         // Whether a running thread without an entry gets one at its switch-out (a new thread, a
         // table with room once the finished entries are deleted) or is charged as untracked.
-        let table_full = (threads.len() + folded.len()).saturating_sub(finished.len())
-            >= self.max_threads() as usize;
+        let table_full = walked.saturating_sub(finished.len()) >= self.max_threads() as usize;
         let mut other_fns = crate::chains::wall::other_fns(&self.skel.maps, &finished)?;
         self.short_lived.relabel(&mut other_fns, &folded);
         add_open_other(&mut other_fns, open_other);
@@ -262,8 +264,9 @@ impl Collector {
             ..Snapshot::default()
         };
         for (i, c) in cpus.iter().enumerate() {
+            let hidden = |tid: u32| self.short_lived.hides(tid, &folded);
             snap.cpus
-                .push(self.cpu_counters(i as u32, c, table_full, &mut threads));
+                .push(self.cpu_counters(i as u32, c, table_full, &hidden, &mut threads));
             let l = &c.lost;
             snap.lost.thread_map_full += l.thread_map_full;
             snap.lost.syscall_map_full += l.syscall_map_full;
@@ -329,7 +332,7 @@ impl Collector {
                 if let Some(o) = open_other_of(tid, &t, &wall) {
                     open_other.push(o);
                 }
-                let to = if fold.candidate(&t, exited) {
+                let to = if fold.candidate(tid, &t) {
                     &mut short_lived
                 } else {
                     &mut out
@@ -411,6 +414,7 @@ impl Collector {
         cpu: u32,
         c: &pkprof_cpu,
         table_full: bool,
+        hidden: &dyn Fn(u32) -> bool,
         threads: &mut Vec<ThreadSample>,
     ) -> CpuCounters {
         let mut out = CpuCounters {
@@ -433,7 +437,8 @@ impl Collector {
             return out; // no event on this CPU since attach
         }
         let pending = counters(&c.pending);
-        if c.cur_tid != 0 {
+        // A thread this read does not show (short_lived.rs) gets its pending charges later.
+        if c.cur_tid != 0 && !hidden(c.cur_tid) {
             let kthread = || {
                 std::fs::read_to_string(format!("/proc/{}/stat", c.cur_tid))
                     .map(|s| is_kthread_stat(&s))

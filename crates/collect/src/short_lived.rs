@@ -6,10 +6,14 @@
 //! needs (the window keeps the busiest processes, `/metrics` sums the rest into `other`). Totals
 //! stay exact: every nanosecond is in exactly one row.
 //!
-//! A process is folded whole or not at all, and only when no read has shown any of it before: its
-//! fork was seen (so its first entry is its birth, and every thread of it was born after), it was
-//! born after the previous read's walk ended, and every thread of it in this read is read for the
-//! last time (exited). Its OTHER functions go with it.
+//! A process is folded whole or not at all, and only when no read has shown any of it before: it
+//! was born (its leader's start time, which every thread of it follows) after the previous
+//! read's walk ended, and every thread of it in this read has exited. Its
+//! OTHER functions go with it. A thread's entry is read for the last time once its exit is past
+//! a grace (reader.rs, for what is billed to it after its exit); a process whose threads have all
+//! exited but not all past the grace is held back whole (not shown, not deleted) and folded at a
+//! later read: else the tenth of a fork loop's processes that exit in the grace before a read
+//! would each get a row.
 
 use std::collections::{HashMap, HashSet};
 
@@ -31,6 +35,8 @@ pub(crate) struct ShortLived {
     target: bool,
     /// CLOCK_MONOTONIC when the last read's walk of the thread table ended.
     prev_walk_end_ns: u64,
+    /// The threads of the processes held back by the last read (none of them shown yet).
+    held: HashSet<u32>,
 }
 
 impl ShortLived {
@@ -41,14 +47,20 @@ impl ShortLived {
         }
     }
 
-    /// Whether thread entry `t`, read for the last time (`exited`), may be part of a folded
-    /// process: never shown by a read, its birth seen.
-    pub(crate) fn candidate(&self, t: &pkprof_thread, exited: bool) -> bool {
+    /// Whether thread `tid` (entry `t`) may be part of a folded process: exited, never shown by
+    /// a read (its process born since the last walk, or held back by the last read).
+    pub(crate) fn candidate(&self, tid: u32, t: &pkprof_thread) -> bool {
         self.threshold_ns != 0
-            && exited
-            && t.ppid != 0
+            && t.exit_ns != 0
             && t.kthread == 0
-            && t.start_ns > self.prev_walk_end_ns
+            && (t.leader_start_ns > self.prev_walk_end_ns || self.held.contains(&tid))
+    }
+
+    /// Whether thread `tid` is not shown by this read (folded, or held back): a CPU's charges
+    /// still pending for it (a thread on its CPU in its exit path) reach its entry at its final
+    /// switch-out, and the row that holds it from there.
+    pub(crate) fn hides(&self, tid: u32, folded: &HashSet<u32>) -> bool {
+        folded.contains(&tid) || self.held.contains(&tid)
     }
 
     /// The walk of this read ended at `now`.
@@ -56,41 +68,55 @@ impl ShortLived {
         self.prev_walk_end_ns = now;
     }
 
-    /// Folds the candidates of whole processes that cost less than the threshold; the others go
-    /// to `out`, which holds the read's other rows. Returns the threads folded.
+    /// Folds the candidates of whole processes that cost less than the threshold and whose
+    /// threads are all read for the last time (`ThreadSample::exited`); holds back those with a
+    /// thread still in its grace (their final threads leave `finished`: not deleted yet); the
+    /// others go to `out`, which holds the read's other rows. Returns the threads folded.
     pub(crate) fn fold(
         &mut self,
         candidates: Vec<ThreadSample>,
         out: &mut Vec<ThreadSample>,
+        finished: &mut Vec<u32>,
     ) -> HashSet<u32> {
         let mut folded = HashSet::new();
+        self.held.clear();
         if candidates.is_empty() {
             return folded;
         }
-        // Per process: its cost, and whether it may fold (its leader is a candidate, and no
-        // thread of it is outside the candidates).
-        let mut by_pid: HashMap<u32, (u64, bool)> = HashMap::new();
+        // Per process: its cost, whether it may fold (its leader is a candidate, and no thread
+        // of it is outside the candidates), whether all of it is final.
+        let mut by_pid: HashMap<u32, (u64, bool, bool)> = HashMap::new();
         for c in &candidates {
-            let e = by_pid.entry(c.pid).or_default();
+            let e = by_pid.entry(c.pid).or_insert((0, false, true));
             e.0 = e.0.saturating_add(c.counters.cost_ns());
             e.1 |= c.tid == c.pid;
+            e.2 &= c.exited;
         }
         for t in out.iter() {
             if let Some(e) = by_pid.get_mut(&t.pid) {
                 e.1 = false;
             }
         }
-        let folds =
-            |pid: u32| matches!(by_pid.get(&pid), Some(&(cost, true)) if cost < self.threshold_ns);
-        self.processes += by_pid.keys().filter(|&&p| folds(p)).count() as u64;
+        let whole = |pid: u32| match by_pid.get(&pid) {
+            Some(&(cost, true, fin)) if cost < self.threshold_ns => Some(fin),
+            _ => None,
+        };
+        self.processes += by_pid.keys().filter(|&&p| whole(p) == Some(true)).count() as u64;
         for c in candidates {
-            if folds(c.pid) {
-                self.counters.add(&c.counters);
-                self.target |= c.target;
-                folded.insert(c.tid);
-            } else {
-                out.push(c);
+            match whole(c.pid) {
+                Some(true) => {
+                    self.counters.add(&c.counters);
+                    self.target |= c.target;
+                    folded.insert(c.tid);
+                }
+                Some(false) => {
+                    self.held.insert(c.tid);
+                }
+                None => out.push(c),
             }
+        }
+        if !self.held.is_empty() {
+            finished.retain(|t| !self.held.contains(t));
         }
         folded
     }
@@ -160,7 +186,13 @@ mod tests {
         ];
         let mut out = vec![thread(21, 20, 50), thread(30, 30, 70)];
         let before = task_sum(&candidates) + task_sum(&out);
-        let folded = s.fold(candidates, &mut out);
+        let mut finished = vec![10, 11, 20, 31, 40, 50, 21];
+        let folded = s.fold(candidates, &mut out, &mut finished);
+        assert_eq!(
+            finished.len(),
+            7,
+            "nothing held back: every final thread is deleted"
+        );
         assert_eq!(folded, HashSet::from([10, 11, 50]));
         let mut pids: Vec<u32> = out.iter().map(|t| t.tid).collect();
         pids.sort_unstable();
@@ -174,7 +206,7 @@ mod tests {
         assert_eq!(row.counters.task_ns + task_sum(&out), before);
 
         // Cumulative: the next read adds to the same row.
-        s.fold(vec![thread(60, 60, 1)], &mut Vec::new());
+        s.fold(vec![thread(60, 60, 1)], &mut Vec::new(), &mut vec![60]);
         assert_eq!(s.sample().unwrap().counters.task_ns, 1_600);
         assert_eq!(s.processes(), 3);
 
@@ -200,28 +232,70 @@ mod tests {
     }
 
     #[test]
+    fn a_process_with_a_thread_in_its_grace_is_held_back_whole() {
+        let mut s = ShortLived::new(1_000);
+        // 70: its leader final, a thread of it exited but in its grace (not `exited` yet).
+        let mut pending = thread(71, 70, 100);
+        pending.exited = false;
+        let mut out = Vec::new();
+        let mut finished = vec![70];
+        let folded = s.fold(vec![thread(70, 70, 200), pending], &mut out, &mut finished);
+        assert!(
+            folded.is_empty() && out.is_empty(),
+            "neither folded nor shown"
+        );
+        assert!(
+            finished.is_empty(),
+            "the final leader is kept for the next read"
+        );
+        assert_eq!(s.processes(), 0);
+        assert!(s.sample().is_none());
+        // The next read: both past the grace, born before that read's walk but held: folded.
+        s.walked(1_000);
+        let t = pkprof_thread {
+            leader_start_ns: 5,
+            exit_ns: 6,
+            ..pkprof_thread::default()
+        };
+        assert!(s.candidate(70, &t) && s.candidate(71, &t));
+        assert!(!s.candidate(72, &t), "not held, born before the walk");
+        let mut finished = vec![70, 71];
+        let folded = s.fold(
+            vec![thread(70, 70, 200), thread(71, 70, 100)],
+            &mut out,
+            &mut finished,
+        );
+        assert_eq!(folded, HashSet::from([70, 71]));
+        assert_eq!(finished.len(), 2);
+        assert_eq!(s.sample().unwrap().counters.task_ns, 300);
+        assert!(!s.candidate(70, &t), "held no more");
+    }
+
+    #[test]
     fn off_by_default_and_no_row_before_a_fold() {
         let s = ShortLived::new(0);
         assert!(s.sample().is_none());
         let t = pkprof_thread {
-            ppid: 1,
-            start_ns: 5,
+            leader_start_ns: 5,
+            exit_ns: 7,
             ..pkprof_thread::default()
         };
-        assert!(!s.candidate(&t, true));
+        assert!(!s.candidate(1, &t));
         let mut on = ShortLived::new(1);
-        assert!(on.candidate(&t, true));
-        assert!(!on.candidate(&t, false), "alive");
+        assert!(on.candidate(1, &t));
+        let alive = pkprof_thread { exit_ns: 0, ..t };
+        assert!(!on.candidate(1, &alive), "alive");
+        let kthread = pkprof_thread { kthread: 1, ..t };
+        assert!(!on.candidate(1, &kthread), "a kernel thread");
         on.walked(5);
         assert!(
-            !on.candidate(&t, true),
-            "born before the last walk ended: maybe shown"
+            !on.candidate(1, &t),
+            "process born before the last walk ended: maybe shown"
         );
-        let orphan = pkprof_thread {
-            ppid: 0,
-            start_ns: 9,
-            ..t
-        };
-        assert!(!on.candidate(&orphan, true), "fork not seen");
+        let late_entry = pkprof_thread { start_ns: 9, ..t };
+        assert!(
+            !on.candidate(1, &late_entry),
+            "an entry made since, of a process born before"
+        );
     }
 }

@@ -580,6 +580,7 @@ static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, 
 	fresh->pid = t->tgid;
 	fresh->ppid = t->real_parent->tgid;
 	fresh->start_ns = now;
+	fresh->leader_start_ns = t->group_leader->start_time;
 	/* Later moves are followed by the cgroup_attach_task program. */
 	fresh->cgroup_id = bpf_get_current_cgroup_id();
 	fresh->kthread = !!(t->flags & PF_KTHREAD);
@@ -595,6 +596,7 @@ static __always_inline struct pkprof_thread *thread_entry(struct pkprof_cpu *c, 
 	fresh->pid = 0;
 	fresh->ppid = 0;
 	fresh->start_ns = 0;
+	fresh->leader_start_ns = 0;
 	fresh->cgroup_id = 0;
 	fresh->kthread = 0;
 	fresh->exit_ns = 0;

@@ -220,6 +220,9 @@ struct pkprof_thread {
 	 * switch-in ran unseen (recover_unseen). */
 	__u64 sum_out;
 	__u64 sum_task;
+	/* Its process's birth (the leader's start_time, CLOCK_MONOTONIC): user space folds a process
+	 * born after its last read (crates/collect/src/short_lived.rs). */
+	__u64 leader_start_ns;
 	struct pkprof_wall wall; /* the wall chain's classes */
 };
 
