@@ -20,5 +20,5 @@ pub use counters::{
 pub use filter::Filter;
 pub use interval::{Buckets, CpuRow, Interval, ProgStat, Row, SelfUsage, SyscallRow, TagStats};
 pub use other_fns::{name_other_fns, OtherFn, OtherFnSample};
-pub use snapshot::{Snapshot, SyscallCount, ThreadSample, SHORT_LIVED_PID};
+pub use snapshot::{Snapshot, SyscallCount, ThreadSample, Unshown, SHORT_LIVED_PID};
 pub use wall::{RunqHist, WallCounters, BLOCK_REASONS, NR_BLOCK_REASONS, RUNQ_HIST};

@@ -60,6 +60,15 @@ pub struct Snapshot {
     /// OTHER blocked time by (thread, kernel return address) since attach (their own table,
     /// docs/design.md "Wall time"); the entries of threads read `exited` are not read again.
     pub other_fns: Vec<OtherFnSample>,
-    /// Processes counted in the `SHORT_LIVED_PID` row since attach (0 when folding is off).
-    pub short_lived_processes: u64,
+    /// Thread entries this read did not show (pkprof-collect's short-lived fold): exited ones
+    /// whose entries it deleted (counted in the `SHORT_LIVED_PID` row), and ones it held back to
+    /// a later read. The thread table's use is `threads` plus these.
+    pub unshown: Unshown,
+}
+
+/// See [`Snapshot::unshown`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unshown {
+    pub folded: usize,
+    pub held: usize,
 }

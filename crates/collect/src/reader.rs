@@ -3,15 +3,16 @@
 //! Order matters: the thread table is read before the per-CPU registers. A context switch between
 //! the two can then only make a flushed slice invisible for one read (it shows in the next), never
 //! count it twice. Threads whose exit is older than `EXIT_GRACE_NS` get their final read and their
-//! entries are deleted (their last slice was flushed at their final switch, microseconds after exit).
+//! entries are deleted (their last slice was flushed at their final switch, microseconds after exit),
+//! but for those of a short-lived process held back to a later read (short_lived.rs).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use libbpf_rs::{MapCore, MapFlags, ProgramInput};
 use pkprof_accounting::{
-    Counters, CpuCounters, OtherFnSample, Snapshot, SyscallCount, ThreadSample, WallCounters,
-    NR_BLOCK_REASONS,
+    Counters, CpuCounters, OtherFnSample, Snapshot, SyscallCount, ThreadSample, Unshown,
+    WallCounters, NR_BLOCK_REASONS,
 };
 
 use crate::chains::{SweepAt, Swept};
@@ -234,16 +235,19 @@ impl Collector {
             short_lived,
         } = read;
         let walked = threads.len() + short_lived.len();
-        // The walk that counts ended before `now` (an entry born since is shown by no read yet).
-        self.short_lived.walked(now);
-        let folded = self
-            .short_lived
-            .fold(short_lived, &mut threads, &mut finished);
+        // After the CPUs' read: a thread running then without an entry gets a row of its own
+        // below, so its process, born before this instant, is never folded later.
+        self.short_lived.walked(monotonic_ns());
+        let running: HashSet<u32> = (cpus.iter())
+            .filter(|c| c.cur_tid != 0)
+            .map(|c| c.cur_pid)
+            .collect();
+        let folded = (self.short_lived).fold(short_lived, &mut threads, &mut finished, &running);
         // Whether a running thread without an entry gets one at its switch-out (a new thread, a
         // table with room once the finished entries are deleted) or is charged as untracked.
         let table_full = walked.saturating_sub(finished.len()) >= self.max_threads() as usize;
         let mut other_fns = crate::chains::wall::other_fns(&self.skel.maps, &finished)?;
-        self.short_lived.relabel(&mut other_fns, &folded);
+        self.short_lived.take_other_fns(&mut other_fns, &folded);
         add_open_other(&mut other_fns, open_other);
         threads.extend(self.short_lived.sample());
         // Already gone is fine: nothing else deletes, but a racing exit path may recreate it.
@@ -260,7 +264,10 @@ impl Collector {
                 .unwrap_or(0.0),
             split_modes: self.options.syscalls,
             other_fns,
-            short_lived_processes: self.short_lived.processes(),
+            unshown: Unshown {
+                folded: folded.len(),
+                held: self.short_lived.held(),
+            },
             ..Snapshot::default()
         };
         for (i, c) in cpus.iter().enumerate() {

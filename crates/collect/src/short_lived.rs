@@ -13,7 +13,7 @@
 //! a grace (reader.rs, for what is billed to it after its exit); a process whose threads have all
 //! exited but not all past the grace is held back whole (not shown, not deleted) and folded at a
 //! later read: else the tenth of a fork loop's processes that exit in the grace before a read
-//! would each get a row.
+//! would each get a row. A process with a thread on a CPU at the read is not folded.
 
 use std::collections::{HashMap, HashSet};
 
@@ -37,6 +37,8 @@ pub(crate) struct ShortLived {
     prev_walk_end_ns: u64,
     /// The threads of the processes held back by the last read (none of them shown yet).
     held: HashSet<u32>,
+    /// The folded threads' OTHER blocked time by kernel return address, cumulative: (ns, count).
+    other_fns: HashMap<u64, (u64, u64)>,
 }
 
 impl ShortLived {
@@ -71,12 +73,15 @@ impl ShortLived {
     /// Folds the candidates of whole processes that cost less than the threshold and whose
     /// threads are all read for the last time (`ThreadSample::exited`); holds back those with a
     /// thread still in its grace (their final threads leave `finished`: not deleted yet); the
-    /// others go to `out`, which holds the read's other rows. Returns the threads folded.
+    /// others go to `out`, which holds the read's other rows. A process with a thread on a CPU
+    /// (`running`: a thread without an entry yet gets a row of its own from the CPU's
+    /// register) is not folded. Returns the threads folded.
     pub(crate) fn fold(
         &mut self,
         candidates: Vec<ThreadSample>,
         out: &mut Vec<ThreadSample>,
         finished: &mut Vec<u32>,
+        running: &HashSet<u32>,
     ) -> HashSet<u32> {
         let mut folded = HashSet::new();
         self.held.clear();
@@ -92,8 +97,8 @@ impl ShortLived {
             e.1 |= c.tid == c.pid;
             e.2 &= c.exited;
         }
-        for t in out.iter() {
-            if let Some(e) = by_pid.get_mut(&t.pid) {
+        for pid in out.iter().map(|t| &t.pid).chain(running) {
+            if let Some(e) = by_pid.get_mut(pid) {
                 e.1 = false;
             }
         }
@@ -121,17 +126,37 @@ impl ShortLived {
         folded
     }
 
-    /// The folded threads' OTHER functions become the row's.
-    pub(crate) fn relabel(&self, fns: &mut [OtherFnSample], folded: &HashSet<u32>) {
-        for f in fns.iter_mut().filter(|f| folded.contains(&f.tid)) {
-            f.tid = SHORT_LIVED_PID;
-            f.pid = SHORT_LIVED_PID;
+    /// The folded threads' OTHER functions become the row's: taken out of `fns` (their entries
+    /// in the kernel go with the threads'), and the row's, cumulative, put in, as a live thread's
+    /// are at every read.
+    pub(crate) fn take_other_fns(&mut self, fns: &mut Vec<OtherFnSample>, folded: &HashSet<u32>) {
+        if !folded.is_empty() {
+            fns.retain(|f| {
+                if !folded.contains(&f.tid) {
+                    return true;
+                }
+                let e = self.other_fns.entry(f.addr).or_default();
+                e.0 += f.ns;
+                e.1 += f.count;
+                false
+            });
         }
+        fns.extend(
+            self.other_fns
+                .iter()
+                .map(|(&addr, &(ns, count))| OtherFnSample {
+                    tid: SHORT_LIVED_PID,
+                    pid: SHORT_LIVED_PID,
+                    addr,
+                    ns,
+                    count,
+                }),
+        );
     }
 
-    /// Processes folded since attach.
-    pub(crate) fn processes(&self) -> u64 {
-        self.processes
+    /// Threads the last read held back.
+    pub(crate) fn held(&self) -> usize {
+        self.held.len()
     }
 
     /// The row, cumulative since attach, once a process has been folded.
@@ -187,7 +212,7 @@ mod tests {
         let mut out = vec![thread(21, 20, 50), thread(30, 30, 70)];
         let before = task_sum(&candidates) + task_sum(&out);
         let mut finished = vec![10, 11, 20, 31, 40, 50, 21];
-        let folded = s.fold(candidates, &mut out, &mut finished);
+        let folded = s.fold(candidates, &mut out, &mut finished, &HashSet::new());
         assert_eq!(
             finished.len(),
             7,
@@ -197,7 +222,7 @@ mod tests {
         let mut pids: Vec<u32> = out.iter().map(|t| t.tid).collect();
         pids.sort_unstable();
         assert_eq!(pids, vec![20, 21, 30, 31, 40]);
-        assert_eq!(s.processes(), 2);
+        assert_eq!(s.processes, 2);
         let row = s.sample().expect("a row once something folded");
         assert_eq!(
             (row.tid, row.pid, row.exited),
@@ -206,29 +231,45 @@ mod tests {
         assert_eq!(row.counters.task_ns + task_sum(&out), before);
 
         // Cumulative: the next read adds to the same row.
-        s.fold(vec![thread(60, 60, 1)], &mut Vec::new(), &mut vec![60]);
+        s.fold(
+            vec![thread(60, 60, 1)],
+            &mut Vec::new(),
+            &mut vec![60],
+            &HashSet::new(),
+        );
         assert_eq!(s.sample().unwrap().counters.task_ns, 1_600);
-        assert_eq!(s.processes(), 3);
+        assert_eq!(s.processes, 3);
+        // A process with a thread on a CPU (maybe without an entry yet) keeps its rows.
+        let mut out = Vec::new();
+        let kept = s.fold(
+            vec![thread(80, 80, 1)],
+            &mut out,
+            &mut vec![80],
+            &HashSet::from([80]),
+        );
+        assert!(kept.is_empty() && out.len() == 1);
 
-        let mut fns = vec![
-            OtherFnSample {
-                tid: 11,
-                pid: 10,
-                addr: 1,
-                ns: 5,
-                count: 1,
-            },
-            OtherFnSample {
-                tid: 21,
-                pid: 20,
-                addr: 1,
-                ns: 5,
-                count: 1,
-            },
-        ];
-        s.relabel(&mut fns, &folded);
-        assert_eq!((fns[0].tid, fns[0].pid), (SHORT_LIVED_PID, SHORT_LIVED_PID));
-        assert_eq!((fns[1].tid, fns[1].pid), (21, 20));
+        // The row's OTHER functions: cumulative over reads, the others' untouched.
+        let fn_of = |tid: u32, pid: u32, ns: u64| OtherFnSample {
+            tid,
+            pid,
+            addr: 1,
+            ns,
+            count: 1,
+        };
+        let mut fns = vec![fn_of(11, 10, 5), fn_of(21, 20, 5)];
+        s.take_other_fns(&mut fns, &folded);
+        let row = |ns: u64, count: u64| OtherFnSample {
+            count,
+            ..fn_of(SHORT_LIVED_PID, SHORT_LIVED_PID, ns)
+        };
+        assert_eq!(fns, vec![fn_of(21, 20, 5), row(5, 1)]);
+        let mut next = vec![fn_of(50, 50, 2)];
+        s.take_other_fns(&mut next, &HashSet::from([50]));
+        let mut again = Vec::new();
+        s.take_other_fns(&mut again, &HashSet::new());
+        assert_eq!(next, vec![row(7, 2)]);
+        assert_eq!(again, next, "shown at every read");
     }
 
     #[test]
@@ -239,7 +280,13 @@ mod tests {
         pending.exited = false;
         let mut out = Vec::new();
         let mut finished = vec![70];
-        let folded = s.fold(vec![thread(70, 70, 200), pending], &mut out, &mut finished);
+        let none = HashSet::new();
+        let folded = s.fold(
+            vec![thread(70, 70, 200), pending],
+            &mut out,
+            &mut finished,
+            &none,
+        );
         assert!(
             folded.is_empty() && out.is_empty(),
             "neither folded nor shown"
@@ -248,7 +295,7 @@ mod tests {
             finished.is_empty(),
             "the final leader is kept for the next read"
         );
-        assert_eq!(s.processes(), 0);
+        assert_eq!(s.processes, 0);
         assert!(s.sample().is_none());
         // The next read: both past the grace, born before that read's walk but held: folded.
         s.walked(1_000);
@@ -264,6 +311,7 @@ mod tests {
             vec![thread(70, 70, 200), thread(71, 70, 100)],
             &mut out,
             &mut finished,
+            &none,
         );
         assert_eq!(folded, HashSet::from([70, 71]));
         assert_eq!(finished.len(), 2);

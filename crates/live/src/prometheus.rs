@@ -424,7 +424,7 @@ impl Exposition {
             let _ = writeln!(
                 s,
                 "pkprof_runq_wait_max_seconds{{pid=\"{}\",comm=\"{}\"}} {}",
-                id(r),
+                pid_label(id(r)),
                 escape(&r.comm),
                 secs(r.runq_max_ns)
             );

@@ -4,7 +4,8 @@
 //! - One `ResourceProfiles` per served process (`process.pid`, `process.parent_pid`,
 //!   `process.executable.name` / `.path`, `host.name`, and `container.id` ... when the caller
 //!   knows the process's cgroup labels), plus one resource with `host.name` alone for the samples
-//!   that served no process (buckets KERNEL and IDLE).
+//!   that served no process (buckets KERNEL and IDLE); the agent's row of short-lived processes
+//!   (`SHORT_LIVED_PID`) is a resource with `pkprof.processes=short-lived` and no pid.
 //! - Each resource holds up to two profiles in one scope (`pkprof`):
 //!   - `samples/count` with `period_type` `cpu/nanoseconds` and the sampling period: one OTLP
 //!     sample per pkprof sample group, with the group's labels as sample attributes
@@ -31,6 +32,7 @@ use opentelemetry_proto::tonic::profiles::v1development::{
     Line, Profile as OtlpProfile, ResourceProfiles, Sample, ScopeProfiles, ValueType,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
+use pkprof_accounting::SHORT_LIVED_PID;
 use pkprof_profile::{
     Bucket, Frame, FrameId, FrameKind, ProcessInfo, Profile, SampleGroup, StackId,
 };
@@ -201,6 +203,11 @@ fn resource_attributes(
     if pid == 0 {
         return attrs;
     }
+    if pid == SHORT_LIVED_PID {
+        // The agent's one row for the processes born and gone between two reads: no process.
+        attrs.push(kv_str("pkprof.processes", "short-lived"));
+        return attrs;
+    }
     attrs.push(kv_int("process.pid", pid.into()));
     let comm = info.map(|i| i.comm.as_str()).filter(|c| !c.is_empty());
     let exe = info.map(|i| i.exe.as_str()).filter(|e| e.starts_with('/'));
@@ -367,4 +374,21 @@ fn location(dict: &mut Dictionary, frames: &[&Frame]) -> i32 {
     // The innermost frame's offset is the sampled (or return) address.
     let address = frames.last().map_or(0, |f| f.offset);
     dict.location(mapping, address, lines, attrs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_short_lived_row_is_no_process() {
+        let info = ProcessInfo {
+            pid: SHORT_LIVED_PID,
+            comm: "(short-lived)".into(),
+            ..ProcessInfo::default()
+        };
+        let attrs = resource_attributes("h", SHORT_LIVED_PID, Some(&info), None, None);
+        let keys: Vec<&str> = attrs.iter().map(|kv| kv.key.as_str()).collect();
+        assert_eq!(keys, ["host.name", "pkprof.processes"]);
+    }
 }

@@ -634,8 +634,11 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
     fn note_table_use(&mut self, snap: &Snapshot) {
         let now = Instant::now();
         let elapsed = now.duration_since(self.last_read).as_secs_f64().max(0.01);
-        let exits = snap.threads.iter().filter(|t| t.exited).count() as f64;
-        let expected = snap.threads.len() as f64 + exits * READ_EVERY.as_secs_f64() / elapsed;
+        // The short-lived fold's threads are not in `threads` (Snapshot::unshown).
+        let u = snap.unshown;
+        let exits = (snap.threads.iter().filter(|t| t.exited).count() + u.folded) as f64;
+        let walked = (snap.threads.len() + u.folded + u.held) as f64;
+        let expected = walked + exits * READ_EVERY.as_secs_f64() / elapsed;
         self.table_busy = expected * 2.0 >= f64::from(self.kernel.max_threads())
             || snap.lost.thread_map_full > self.last_thread_map_full;
         self.last_read = now;
@@ -672,7 +675,7 @@ impl<'a, K: KernelSource, M: ProcessMaps> Session<'a, K, M> {
             p.served_ns = t.served_total_ns();
             if r.kthread {
                 p.exe = "[kernel thread]".into();
-            } else if p.exe.is_empty() {
+            } else if p.exe.is_empty() && r.pid != pkprof_accounting::SHORT_LIVED_PID {
                 if let Some(exe) = self.maps.exe(r.pid, !r.exited) {
                     p.exe = exe;
                 }

@@ -198,7 +198,7 @@ struct pkprof_other_fn {
 /* Value of the `threads` hash map, keyed by thread id (kernel pid). */
 struct pkprof_thread {
 	__u32 pid;  /* thread group id: the process */
-	__u32 ppid; /* parent's thread group id, when the fork was seen; else 0 */
+	__u32 ppid; /* its parent's thread group id when the entry was made */
 	__u64 cgroup_id;
 	__u64 start_ns; /* first seen (ktime) */
 	__u32 kthread;  /* a kernel thread: its own time belongs to the KERNEL bucket */
