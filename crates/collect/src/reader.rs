@@ -237,7 +237,7 @@ impl Collector {
         let walked = threads.len() + short_lived.len();
         // After the CPUs' read: a thread running then without an entry gets a row of its own
         // below, so its process, born before this instant, is never folded later.
-        self.short_lived.walked(monotonic_ns());
+        self.short_lived.read_ended(monotonic_ns());
         let running: HashSet<u32> = (cpus.iter())
             .filter(|c| c.cur_tid != 0)
             .map(|c| c.cur_pid)

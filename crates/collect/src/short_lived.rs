@@ -8,8 +8,8 @@
 //!
 //! A process is folded whole or not at all, and only when no read has shown any of it before: it
 //! was born (its leader's start time, which every thread of it follows) after the previous
-//! read's walk ended, and every thread of it in this read has exited. Its
-//! OTHER functions go with it. A thread's entry is read for the last time once its exit is past
+//! read ended (its walk and its read of the CPUs' registers), and every thread of it in this
+//! read has exited. Its OTHER functions go with it. A thread's entry is read for the last time once its exit is past
 //! a grace (reader.rs, for what is billed to it after its exit); a process whose threads have all
 //! exited but not all past the grace is held back whole (not shown, not deleted) and folded at a
 //! later read: else the tenth of a fork loop's processes that exit in the grace before a read
@@ -24,7 +24,7 @@ use crate::skel::types::pkprof_thread;
 /// The row's command name.
 const COMM: &str = "(short-lived)";
 
-/// What has been folded since attach, and where the last walk ended.
+/// What has been folded since attach, and when the last read ended.
 #[derive(Debug, Default)]
 pub(crate) struct ShortLived {
     /// Folded when a process cost less than this (0: off).
@@ -33,8 +33,8 @@ pub(crate) struct ShortLived {
     processes: u64,
     /// A process folded was a target of `record` (every user process is, under the agent).
     target: bool,
-    /// CLOCK_MONOTONIC when the last read's walk of the thread table ended.
-    prev_walk_end_ns: u64,
+    /// CLOCK_MONOTONIC when the last read ended (the thread table walked, the CPUs read).
+    prev_read_end_ns: u64,
     /// The threads of the processes held back by the last read (none of them shown yet).
     held: HashSet<u32>,
     /// The folded threads' OTHER blocked time by kernel return address, cumulative: (ns, count).
@@ -50,24 +50,24 @@ impl ShortLived {
     }
 
     /// Whether thread `tid` (entry `t`) may be part of a folded process: exited, never shown by
-    /// a read (its process born since the last walk, or held back by the last read).
+    /// a read (its process born since the last read ended, or held back by the last read).
     pub(crate) fn candidate(&self, tid: u32, t: &pkprof_thread) -> bool {
         self.threshold_ns != 0
             && t.exit_ns != 0
             && t.kthread == 0
-            && (t.leader_start_ns > self.prev_walk_end_ns || self.held.contains(&tid))
+            && (t.leader_start_ns > self.prev_read_end_ns || self.held.contains(&tid))
     }
 
     /// Whether thread `tid` is not shown by this read (folded, or held back): a CPU's charges
-    /// still pending for it (a thread on its CPU in its exit path) reach its entry at its final
-    /// switch-out, and the row that holds it from there.
+    /// still pending for it reach its entry at its final switch-out, and the row that holds it
+    /// from there. A guard: a process with a thread on a CPU is neither folded nor held.
     pub(crate) fn hides(&self, tid: u32, folded: &HashSet<u32>) -> bool {
         folded.contains(&tid) || self.held.contains(&tid)
     }
 
-    /// The walk of this read ended at `now`.
-    pub(crate) fn walked(&mut self, now: u64) {
-        self.prev_walk_end_ns = now;
+    /// This read ended at `now`: a process born since is shown by no read yet.
+    pub(crate) fn read_ended(&mut self, now: u64) {
+        self.prev_read_end_ns = now;
     }
 
     /// Folds the candidates of whole processes that cost less than the threshold and whose
@@ -297,15 +297,15 @@ mod tests {
         );
         assert_eq!(s.processes, 0);
         assert!(s.sample().is_none());
-        // The next read: both past the grace, born before that read's walk but held: folded.
-        s.walked(1_000);
+        // The next read: both past the grace, born before the last read ended but held: folded.
+        s.read_ended(1_000);
         let t = pkprof_thread {
             leader_start_ns: 5,
             exit_ns: 6,
             ..pkprof_thread::default()
         };
         assert!(s.candidate(70, &t) && s.candidate(71, &t));
-        assert!(!s.candidate(72, &t), "not held, born before the walk");
+        assert!(!s.candidate(72, &t), "not held, born before that read");
         let mut finished = vec![70, 71];
         let folded = s.fold(
             vec![thread(70, 70, 200), thread(71, 70, 100)],
@@ -335,10 +335,10 @@ mod tests {
         assert!(!on.candidate(1, &alive), "alive");
         let kthread = pkprof_thread { kthread: 1, ..t };
         assert!(!on.candidate(1, &kthread), "a kernel thread");
-        on.walked(5);
+        on.read_ended(5);
         assert!(
             !on.candidate(1, &t),
-            "process born before the last walk ended: maybe shown"
+            "process born before the last read ended: maybe shown"
         );
         let late_entry = pkprof_thread { start_ns: 9, ..t };
         assert!(
