@@ -271,9 +271,8 @@ impl Collector {
             ..Snapshot::default()
         };
         for (i, c) in cpus.iter().enumerate() {
-            let hidden = |tid: u32| self.short_lived.hides(tid, &folded);
             snap.cpus
-                .push(self.cpu_counters(i as u32, c, table_full, &hidden, &mut threads));
+                .push(self.cpu_counters(i as u32, c, table_full, &mut threads));
             let l = &c.lost;
             snap.lost.thread_map_full += l.thread_map_full;
             snap.lost.syscall_map_full += l.syscall_map_full;
@@ -421,7 +420,6 @@ impl Collector {
         cpu: u32,
         c: &pkprof_cpu,
         table_full: bool,
-        hidden: &dyn Fn(u32) -> bool,
         threads: &mut Vec<ThreadSample>,
     ) -> CpuCounters {
         let mut out = CpuCounters {
@@ -444,8 +442,9 @@ impl Collector {
             return out; // no event on this CPU since attach
         }
         let pending = counters(&c.pending);
-        // A thread this read does not show (short_lived.rs) gets its pending charges later.
-        if c.cur_tid != 0 && !hidden(c.cur_tid) {
+        // A running thread's process is never folded nor held back (short_lived.rs): it has
+        // its rows in this read.
+        if c.cur_tid != 0 {
             let kthread = || {
                 std::fs::read_to_string(format!("/proc/{}/stat", c.cur_tid))
                     .map(|s| is_kthread_stat(&s))

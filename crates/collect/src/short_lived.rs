@@ -24,6 +24,25 @@ use crate::skel::types::pkprof_thread;
 /// The row's command name.
 const COMM: &str = "(short-lived)";
 
+/// A process among a read's candidates.
+#[derive(Default)]
+struct Process {
+    cost_ns: u64,
+    /// Its leader is a candidate and no thread of it is outside the candidates or on a CPU.
+    whole: bool,
+    /// Every thread of it is read for the last time (`ThreadSample::exited`).
+    all_final: bool,
+}
+
+/// What a read does with a candidate's process.
+#[derive(PartialEq, Eq)]
+enum Verdict {
+    Fold,
+    /// Whole and small, a thread of it still in its exit grace: to a later read.
+    Hold,
+    Show,
+}
+
 /// What has been folded since attach, and when the last read ended.
 #[derive(Debug, Default)]
 pub(crate) struct ShortLived {
@@ -58,13 +77,6 @@ impl ShortLived {
             && (t.leader_start_ns > self.prev_read_end_ns || self.held.contains(&tid))
     }
 
-    /// Whether thread `tid` is not shown by this read (folded, or held back): a CPU's charges
-    /// still pending for it reach its entry at its final switch-out, and the row that holds it
-    /// from there. A guard: a process with a thread on a CPU is neither folded nor held.
-    pub(crate) fn hides(&self, tid: u32, folded: &HashSet<u32>) -> bool {
-        folded.contains(&tid) || self.held.contains(&tid)
-    }
-
     /// This read ended at `now`: a process born since is shown by no read yet.
     pub(crate) fn read_ended(&mut self, now: u64) {
         self.prev_read_end_ns = now;
@@ -88,36 +100,40 @@ impl ShortLived {
         if candidates.is_empty() {
             return folded;
         }
-        // Per process: its cost, whether it may fold (its leader is a candidate, and no thread
-        // of it is outside the candidates), whether all of it is final.
-        let mut by_pid: HashMap<u32, (u64, bool, bool)> = HashMap::new();
+        let mut by_pid: HashMap<u32, Process> = HashMap::new();
         for c in &candidates {
-            let e = by_pid.entry(c.pid).or_insert((0, false, true));
-            e.0 = e.0.saturating_add(c.counters.cost_ns());
-            e.1 |= c.tid == c.pid;
-            e.2 &= c.exited;
+            let p = by_pid.entry(c.pid).or_insert(Process {
+                all_final: true,
+                ..Process::default()
+            });
+            p.cost_ns = p.cost_ns.saturating_add(c.counters.cost_ns());
+            p.whole |= c.tid == c.pid;
+            p.all_final &= c.exited;
         }
         for pid in out.iter().map(|t| &t.pid).chain(running) {
-            if let Some(e) = by_pid.get_mut(pid) {
-                e.1 = false;
+            if let Some(p) = by_pid.get_mut(pid) {
+                p.whole = false;
             }
         }
-        let whole = |pid: u32| match by_pid.get(&pid) {
-            Some(&(cost, true, fin)) if cost < self.threshold_ns => Some(fin),
-            _ => None,
+        let verdict = |pid: u32| match by_pid.get(&pid) {
+            Some(p) if p.whole && p.cost_ns < self.threshold_ns && p.all_final => Verdict::Fold,
+            Some(p) if p.whole && p.cost_ns < self.threshold_ns => Verdict::Hold,
+            _ => Verdict::Show,
         };
-        self.processes += by_pid.keys().filter(|&&p| whole(p) == Some(true)).count() as u64;
+        self.processes += (by_pid.keys())
+            .filter(|&&p| verdict(p) == Verdict::Fold)
+            .count() as u64;
         for c in candidates {
-            match whole(c.pid) {
-                Some(true) => {
+            match verdict(c.pid) {
+                Verdict::Fold => {
                     self.counters.add(&c.counters);
                     self.target |= c.target;
                     folded.insert(c.tid);
                 }
-                Some(false) => {
+                Verdict::Hold => {
                     self.held.insert(c.tid);
                 }
-                None => out.push(c),
+                Verdict::Show => out.push(c),
             }
         }
         if !self.held.is_empty() {
