@@ -230,6 +230,9 @@ impl Collector {
                     ro.capture_wake_min_age_ns = rec.capture_wake_min_age_ns;
                     ro.stack_bytes = rec.stack_bytes;
                     ro.label_by_client = rec.by_client;
+                    if rec.skip_own_process {
+                        ro.skip_tgid = std::process::id();
+                    }
                     if let Some(off) = &rec.off_cpu {
                         ro.off_cpu = true;
                         ro.off_cpu_all = off.all;

@@ -114,6 +114,9 @@ pub fn run(opts: AgentOptions) -> Result<i32> {
             probes: Vec::new(),
             stack_bytes: config.stack_bytes,
             by_client: false,
+            // Symbolizing its own stacks would parse and page in the agent's own debug
+            // information, its largest memory (docs/design.md, "The agent / Bounded memory").
+            skip_own_process: true,
             off_cpu: None,
             capture_wake_min_age_ns: CAPTURE_WAKE_MIN_AGE.as_nanos() as u64,
         }),

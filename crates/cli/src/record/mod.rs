@@ -99,6 +99,7 @@ pub fn run(mut opts: RecordOptions) -> Result<i32> {
             probes: opts.probes.clone(),
             stack_bytes: opts.stack_bytes,
             by_client: opts.by_client,
+            skip_own_process: false,
             off_cpu: opts.off_cpu.clone(),
             // A recording wants every short-lived process's maps: each sample of a new one
             // wakes it.

@@ -49,6 +49,9 @@ pub struct RecordConfig {
     pub stack_bytes: u32,
     /// A user thread serving a client (the server chain's mark) is labelled with the client.
     pub by_client: bool,
+    /// The sampler skips this process's own threads (the agent: docs/design.md, "The agent /
+    /// Bounded memory"); its exact CPU is accounted as any other process's.
+    pub skip_own_process: bool,
     /// `--off-cpu`: off-CPU samples with their wakers (docs/design.md, "Off-CPU samples").
     pub off_cpu: Option<OffCpuConfig>,
     /// A sample of a process whose maps are not captured yet wakes the reader only once the

@@ -22,6 +22,8 @@ const volatile bool timer_on_stack = false;
 const volatile __u32 stack_bytes = PKPROF_DEFAULT_STACK_BYTES;
 /* record --by client: a user thread under a task tag is labelled with its beneficiary. */
 const volatile bool label_by_client = false;
+/* A process the sampler skips (the agent's own: RecordConfig::skip_own_process), 0: none. */
+const volatile __u32 skip_tgid = 0;
 
 
 
@@ -50,7 +52,7 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 	__u64 uip = 0, usp = 0, ubp = 0;
 	bool ustack = false;
 
-	if (!c)
+	if (!c || (skip_tgid && cur->tgid == skip_tgid))
 		return 0;
 	buf = bpf_map_lookup_elem(&sample_scratch, &cpu);
 	if (!buf)
