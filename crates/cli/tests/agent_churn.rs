@@ -158,7 +158,7 @@ fn agent_stays_bounded_under_process_churn() {
     // (+2-5%), mostly not per distinct binary: churning copies of one build-id grows it 60% as
     // much, and the growth slows over minutes. A heap profile puts it in caches that fill as new
     // addresses are sampled (blazesym's lazily parsed DWARF units of long-lived files; the frame
-    // caches, bounded at 2^18 addresses): docs/design.md, "The agent / Bounded memory".
+    // caches, bounded at 2^15 addresses): docs/design.md, "The agent / Bounded memory".
     let anon: Vec<u64> = samples.iter().map(|s| s.1).collect();
     let anon_early = *anon[6..16].iter().max().unwrap();
     let anon_late = median(&anon[anon.len() - 10..]);

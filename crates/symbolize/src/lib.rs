@@ -94,8 +94,9 @@ pub struct Trimmed {
     pub files: usize,
 }
 
-/// Most kernel addresses whose frames are kept between trims.
-const KERNEL_FRAME_CACHE_MAX: usize = 1 << 18;
+/// Most kernel addresses whose frames are kept between trims (some 400 bytes each: about
+/// 12 MiB); beyond, the cache starts over (docs/design.md, "The agent / Bounded memory").
+const KERNEL_FRAME_CACHE_MAX: usize = 1 << 15;
 
 impl Symbolizer {
     /// Also raises the soft limit of open files to the hard limit: every binary mapped by a

@@ -52,9 +52,10 @@ pub(crate) struct UserFrames {
     symbols: HashMap<FileId, Vec<(u64, String)>>,
 }
 
-/// Most frames kept in [`UserFrames`]'s cache: beyond, it starts over (a long-lived symbolizer
-/// sampling code that keeps changing, e.g. JIT-heavy or ever-new binaries that stay alive).
-const FRAME_CACHE_MAX: usize = 1 << 18;
+/// Most frames kept in [`UserFrames`]'s cache (some 400 bytes an address: about 12 MiB) when
+/// it is trimmed: beyond, it starts over (a long-lived symbolizer sampling code that keeps
+/// changing, e.g. JIT-heavy or ever-new binaries that stay alive).
+const FRAME_CACHE_MAX: usize = 1 << 15;
 
 impl UserFrames {
     pub fn symbolize(
