@@ -18,6 +18,7 @@ use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use pkprof_profile::{Frame, FrameKind};
 
+use crate::frame_cache::FrameCache;
 use crate::frames::{sym_frames, unknown_frame};
 use crate::Warnings;
 
@@ -26,7 +27,7 @@ const KERNEL: &str = "[kernel]";
 #[derive(Debug, Default)]
 pub(crate) struct KernelFrames {
     /// Frames (module and offset set) by address.
-    cache: HashMap<u64, Vec<Frame>>,
+    cache: FrameCache<u64>,
     index: Option<KallsymsIndex>,
 }
 
@@ -37,11 +38,10 @@ impl KernelFrames {
         self.index = Some(KallsymsIndex::read(warnings));
     }
 
-    /// Starts the address cache over if it grew past `max` entries (a long-lived symbolizer).
+    /// Bounds the address cache to `max` entries, what the last window did not use first (a
+    /// long-lived symbolizer).
     pub fn bound_cache(&mut self, max: usize) {
-        if self.cache.len() > max {
-            self.cache = HashMap::new();
-        }
+        self.cache.bound(max);
     }
 
     pub fn symbolize(
@@ -56,7 +56,7 @@ impl KernelFrames {
         let mut todo: Vec<u64> = addrs
             .iter()
             .copied()
-            .filter(|a| !self.cache.contains_key(a))
+            .filter(|a| !self.cache.contains(a))
             .collect();
         todo.sort_unstable();
         todo.dedup();
@@ -97,7 +97,9 @@ impl KernelFrames {
                 }
             }
         }
-        addrs.iter().map(|a| self.cache[a].clone()).collect()
+        (addrs.iter())
+            .map(|a| self.cache.get(a).cloned().unwrap_or_else(|| unknown(*a)))
+            .collect()
     }
 }
 

@@ -23,6 +23,7 @@
 mod debug_files;
 mod error;
 mod files;
+mod frame_cache;
 mod frames;
 mod kernel;
 mod maps;
@@ -95,7 +96,8 @@ pub struct Trimmed {
 }
 
 /// Most kernel addresses whose frames are kept between trims (some 400 bytes each: about
-/// 12 MiB); beyond, the cache starts over (docs/design.md, "The agent / Bounded memory").
+/// 12 MiB); beyond, those the last window did not use go (docs/design.md, "The agent / Bounded
+/// memory").
 const KERNEL_FRAME_CACHE_MAX: usize = 1 << 15;
 
 impl Symbolizer {

@@ -18,6 +18,7 @@ use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use pkprof_profile::{Frame, FrameKind};
 
 use crate::files::{FileCache, FileId};
+use crate::frame_cache::FrameCache;
 use crate::frames::{short_name, sym_frames, unknown_frame};
 use crate::process::{Process, Target};
 use crate::Warnings;
@@ -46,15 +47,15 @@ enum Loc {
 pub(crate) struct UserFrames {
     /// Frames (module and offset not set) by (file, file offset); empty when blazesym had no
     /// symbol there.
-    cache: HashMap<(FileId, u64), Vec<Frame>>,
+    cache: FrameCache<(FileId, u64)>,
     /// Function symbols (file offset, name) of each file, sorted, read when one of its addresses
     /// is not covered by any symbol.
     symbols: HashMap<FileId, Vec<(u64, String)>>,
 }
 
 /// Most frames kept in [`UserFrames`]'s cache (some 400 bytes an address: about 12 MiB) when
-/// it is trimmed: beyond, it starts over (a long-lived symbolizer sampling code that keeps
-/// changing, e.g. JIT-heavy or ever-new binaries that stay alive).
+/// it is trimmed: beyond, those the last window did not use go (a long-lived symbolizer
+/// sampling code that keeps changing, e.g. JIT-heavy or ever-new binaries that stay alive).
 const FRAME_CACHE_MAX: usize = 1 << 15;
 
 impl UserFrames {
@@ -89,7 +90,7 @@ impl UserFrames {
         let mut batches: HashMap<FileId, (Vec<u64>, &str)> = HashMap::new();
         for loc in &locs {
             if let Loc::File { id, off, module } = loc {
-                if !self.cache.contains_key(&(*id, *off)) {
+                if !self.cache.contains(&(*id, *off)) {
                     batches
                         .entry(*id)
                         .or_insert_with(|| (Vec::new(), module))
@@ -146,18 +147,16 @@ impl UserFrames {
     }
 
     /// Drops what is cached for files that were evicted (their ids will name other files), and
-    /// the whole frame cache if it grew past its bound.
+    /// bounds the frame cache (what the last window did not use goes first).
     pub fn evict(&mut self, ids: &HashSet<FileId>) {
         if !ids.is_empty() {
-            self.cache.retain(|(id, _), _| !ids.contains(id));
+            self.cache.retain_keys(|(id, _)| !ids.contains(id));
             self.symbols.retain(|id, _| !ids.contains(id));
         }
-        if self.cache.len() > FRAME_CACHE_MAX {
-            self.cache = HashMap::new();
-        }
+        self.cache.bound(FRAME_CACHE_MAX);
     }
 
-    fn frames(&self, files: &FileCache, loc: &Loc) -> Vec<Frame> {
+    fn frames(&mut self, files: &FileCache, loc: &Loc) -> Vec<Frame> {
         match loc {
             Loc::File { id, off, module } => {
                 let build_id = files.get(*id).build_id();
