@@ -10,10 +10,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::Agent;
+use common::{cmd, Agent, Proc};
 
 /// Seconds of churn before the first sample.
 const WARM_SECS: u64 = 60;
@@ -36,17 +35,16 @@ fn median(v: &[u64]) -> u64 {
 /// The churn, as `bench/agent-soak.sh` runs it: a shell loop of `/bin/true`, and a python3
 /// starting 20 threads every half second and making 20 loopback TCP connections. In processes of
 /// their own: the agent would otherwise sample this test binary, whose debug information it
-/// reads in place (its pages would count in the agent's RSS as more of them are read).
-fn churn() -> Vec<Child> {
-    let procs = Command::new("bash")
-        .args(["-c", "while :; do /bin/true; done"])
-        .spawn()
-        .expect("bash starts");
-    let threads = Command::new("python3")
-        .args(["-c", CHURN_PY])
-        .spawn()
-        .expect("python3 starts");
-    vec![procs, threads]
+/// reads in place (its pages would count in the agent's RSS as more of them are read). Killed
+/// and reaped on drop, a failing assertion included.
+fn churn() -> Vec<Proc> {
+    vec![
+        Proc::spawn(cmd(
+            Path::new("bash"),
+            &["-c", "while :; do /bin/true; done"],
+        )),
+        Proc::spawn(cmd(Path::new("python3"), &["-c", CHURN_PY])),
+    ]
 }
 
 const CHURN_PY: &str = r#"
@@ -91,7 +89,7 @@ fn agent_memory_stays_flat_under_churn() {
     ]);
     agent.wait_started(Duration::from_secs(60));
     let pid = agent.pid();
-    let mut load = churn();
+    let load = churn();
     // Past start-up, the first windows' closes (the kernel's symbols read once) and the first
     // filling of the caches: the symbolizer meets the churn's code (bash's, python's: their
     // symbols and DWARF parsed lazily, the file pages it reads in place counted in VmRSS) as
@@ -99,15 +97,12 @@ fn agent_memory_stays_flat_under_churn() {
     std::thread::sleep(Duration::from_secs(WARM_SECS));
     let (mut rss, mut anon) = (Vec::new(), Vec::new());
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(secs) {
+    while rss.is_empty() || t0.elapsed() < Duration::from_secs(secs) {
         rss.push(status_kib(pid, "VmRSS:"));
         anon.push(status_kib(pid, "RssAnon:"));
         std::thread::sleep(Duration::from_secs(5));
     }
-    for c in &mut load {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
+    drop(load);
     let windows = std::fs::read_dir(&store)
         .map(|d| d.filter(|e| e.is_ok()).count())
         .unwrap_or(0);

@@ -231,7 +231,8 @@ impl Collector {
                     ro.stack_bytes = rec.stack_bytes;
                     ro.label_by_client = rec.by_client;
                     if rec.skip_own_process {
-                        ro.skip_tgid = std::process::id();
+                        // None skipped in a pid namespace of its own: its pid is not the tgid.
+                        ro.skip_tgid = preflight::own_kernel_tgid().unwrap_or(0);
                     }
                     if let Some(off) = &rec.off_cpu {
                         ro.off_cpu = true;

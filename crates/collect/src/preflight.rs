@@ -166,6 +166,17 @@ fn hidden_list(v: &str) -> Vec<String> {
         .collect()
 }
 
+/// The initial pid namespace's inode number (include/linux/proc_ns.h, `PROC_PID_INIT_INO`).
+const PROC_PID_INIT_INO: u64 = 0xEFFF_FFFC;
+
+/// This process's pid as the kernel's `task->tgid` holds it, or `None` when it runs in a pid
+/// namespace of its own (a container without the host's pids), where `std::process::id()` is
+/// that namespace's number and may be another process's tgid.
+pub fn own_kernel_tgid() -> Option<u32> {
+    let ns = fs::read_link("/proc/self/ns/pid").ok()?;
+    (ns.to_str()? == format!("pid:[{PROC_PID_INIT_INO}]")).then(std::process::id)
+}
+
 /// Whether the kernel's BTF names `name` (a kfunc the BPF programs may call, such as
 /// `bpf_task_work_schedule_resume_impl`, Linux >= 6.18).
 pub fn kernel_has_name(name: &str) -> bool {

@@ -50,7 +50,8 @@ pub struct RecordConfig {
     /// A user thread serving a client (the server chain's mark) is labelled with the client.
     pub by_client: bool,
     /// The sampler skips this process's own threads (the agent: docs/design.md, "The agent /
-    /// Bounded memory"); its exact CPU is accounted as any other process's.
+    /// Bounded memory"); its exact CPU is accounted as any other process's. Only in the initial
+    /// pid namespace, where its pid is the kernel's tgid (`preflight::own_kernel_tgid`).
     pub skip_own_process: bool,
     /// `--off-cpu`: off-CPU samples with their wakers (docs/design.md, "Off-CPU samples").
     pub off_cpu: Option<OffCpuConfig>,

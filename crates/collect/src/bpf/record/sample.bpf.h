@@ -22,7 +22,9 @@ const volatile bool timer_on_stack = false;
 const volatile __u32 stack_bytes = PKPROF_DEFAULT_STACK_BYTES;
 /* record --by client: a user thread under a task tag is labelled with its beneficiary. */
 const volatile bool label_by_client = false;
-/* A process the sampler skips (the agent's own: RecordConfig::skip_own_process), 0: none. */
+/* A process whose own code (user, system calls, faults) the sampler skips (the agent's:
+ * RecordConfig::skip_own_process), 0: none. Interrupt work on top of it and kworker items it
+ * queued are sampled as always. */
 const volatile __u32 skip_tgid = 0;
 
 
@@ -52,7 +54,7 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 	__u64 uip = 0, usp = 0, ubp = 0;
 	bool ustack = false;
 
-	if (!c || (skip_tgid && cur->tgid == skip_tgid))
+	if (!c)
 		return 0;
 	buf = bpf_map_lookup_elem(&sample_scratch, &cpu);
 	if (!buf)
@@ -93,6 +95,9 @@ static __always_inline int sample_body(struct bpf_perf_event_data *ctx)
 			s->ctx = PKPROF_SCTX_KWORKER;
 			label_thread(s, c->task_tag_tid);
 		} else {
+			/* Its own code only: interrupt work on top of it serves others. */
+			if (skip_tgid && cur->tgid == skip_tgid)
+				return 0;
 			s->ctx = user ? PKPROF_SCTX_USER : PKPROF_SCTX_KERNEL;
 			/* record --by client: a user thread under a task tag (a server serving a
 			 * client) runs its own code for the tag's beneficiary: its stacks, the
