@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{build_workload, http_get, pkprof_bin, Agent};
+use common::{build_workload, http_get, median, pkprof_bin, status_kib, Agent};
 
 /// `bytes` with the GNU build-id note's first four descriptor bytes set to `n`.
 fn with_build_id(bytes: &[u8], n: u32) -> Vec<u8> {
@@ -59,19 +59,6 @@ fn fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .count()
-}
-
-/// `/proc/PID/status`'s `field` (KiB).
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let l = s.lines().find(|l| l.starts_with(field)).unwrap();
-    l.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-fn median(v: &[u64]) -> u64 {
-    let mut v = v.to_vec();
-    v.sort_unstable();
-    v[v.len() / 2]
 }
 
 #[test]

@@ -12,25 +12,10 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{cmd, Agent, Proc};
+use common::{cmd, median, status_kib, Agent, Proc};
 
 /// Seconds of churn before the first sample.
 const WARM_SECS: u64 = 60;
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the agent runs");
-    s.lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
-}
-
-fn median(v: &[u64]) -> u64 {
-    let mut v = v.to_vec();
-    v.sort_unstable();
-    v[v.len() / 2]
-}
 
 /// The churn, as `bench/agent-soak.sh` runs it: a shell loop of `/bin/true`, and a python3
 /// starting 20 threads every half second and making 20 loopback TCP connections. In processes of

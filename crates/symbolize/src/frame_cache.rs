@@ -11,6 +11,10 @@ use std::hash::Hash;
 
 use pkprof_profile::Frame;
 
+/// Most entries a frame cache keeps when it is bounded (some 400 bytes an address: about
+/// 12 MiB); beyond, those the last window did not use go.
+pub(crate) const FRAME_CACHE_MAX: usize = 1 << 15;
+
 #[derive(Debug)]
 pub(crate) struct FrameCache<K> {
     entries: HashMap<K, (Vec<Frame>, u64)>,

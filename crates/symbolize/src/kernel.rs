@@ -18,7 +18,7 @@ use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use pkprof_profile::{Frame, FrameKind};
 
-use crate::frame_cache::FrameCache;
+use crate::frame_cache::{FrameCache, FRAME_CACHE_MAX};
 use crate::frames::{sym_frames, unknown_frame};
 use crate::Warnings;
 
@@ -38,10 +38,10 @@ impl KernelFrames {
         self.index = Some(KallsymsIndex::read(warnings));
     }
 
-    /// Bounds the address cache to `max` entries, what the last window did not use first (a
-    /// long-lived symbolizer).
-    pub fn bound_cache(&mut self, max: usize) {
-        self.cache.bound(max);
+    /// Bounds the address cache, what the last window did not use first (a long-lived
+    /// symbolizer).
+    pub fn bound_cache(&mut self) {
+        self.cache.bound(FRAME_CACHE_MAX);
     }
 
     pub fn symbolize(

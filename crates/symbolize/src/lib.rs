@@ -95,11 +95,6 @@ pub struct Trimmed {
     pub files: usize,
 }
 
-/// Most kernel addresses whose frames are kept between trims (some 400 bytes each: about
-/// 12 MiB); beyond, those the last window did not use go (docs/design.md, "The agent / Bounded
-/// memory").
-const KERNEL_FRAME_CACHE_MAX: usize = 1 << 15;
-
 impl Symbolizer {
     /// Also raises the soft limit of open files to the hard limit: every binary mapped by a
     /// sampled process stays open until the symbolizer is dropped.
@@ -167,7 +162,7 @@ impl Symbolizer {
         let ids: HashSet<files::FileId> = evicted.iter().map(|(id, _)| *id).collect();
         self.user.evict(&ids);
         self.unwinding.evict(&ids);
-        self.kernel.bound_cache(KERNEL_FRAME_CACHE_MAX);
+        self.kernel.bound_cache();
         self.warnings = Warnings::default();
         trimmed
     }

@@ -18,7 +18,7 @@ use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use pkprof_profile::{Frame, FrameKind};
 
 use crate::files::{FileCache, FileId};
-use crate::frame_cache::FrameCache;
+use crate::frame_cache::{FrameCache, FRAME_CACHE_MAX};
 use crate::frames::{short_name, sym_frames, unknown_frame};
 use crate::process::{Process, Target};
 use crate::Warnings;
@@ -52,11 +52,6 @@ pub(crate) struct UserFrames {
     /// is not covered by any symbol.
     symbols: HashMap<FileId, Vec<(u64, String)>>,
 }
-
-/// Most frames kept in [`UserFrames`]'s cache (some 400 bytes an address: about 12 MiB) when
-/// it is trimmed: beyond, those the last window did not use go (a long-lived symbolizer
-/// sampling code that keeps changing, e.g. JIT-heavy or ever-new binaries that stay alive).
-const FRAME_CACHE_MAX: usize = 1 << 15;
 
 impl UserFrames {
     pub fn symbolize(

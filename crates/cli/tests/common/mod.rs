@@ -302,6 +302,24 @@ pub fn u64_of(v: &Value, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("`{field}` is not a u64 in {v}"))
 }
 
+/// `/proc/PID/status`'s `field` (e.g. `"VmRSS:"`), in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+}
+
+/// The upper median of `v` (not empty).
+pub fn median(v: &[u64]) -> u64 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
 /// `|measured - truth| / truth`, for printing and asserting relative errors.
 pub fn rel_err(measured: u64, truth: u64) -> f64 {
     (measured as f64 - truth as f64).abs() / (truth as f64).max(1.0)
